@@ -1,0 +1,31 @@
+# Quick start: `make demo` (set up + run a windowed query on embedded Spark), `make test` (set up + run all tests).
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/sqlwin run-file sql_examples/tumble_bids.sql
+
+test: $(STAMP)
+	$(BIN)/ruff check sqlwin udtfs tests bench
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+lint: $(STAMP)
+	$(BIN)/ruff check sqlwin udtfs tests bench
+
+bench: $(STAMP)
+	$(BIN)/python bench/batch.py
+
+clean:
+	rm -rf $(VENV) spark-warehouse metastore_db derby.log .pytest_cache

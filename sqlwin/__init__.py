@@ -1,0 +1,12 @@
+"""sqlwin: Flink/Beam/Storm streaming-window SQL on Apache Spark.
+
+    import sqlwin
+    df = sqlwin.sql(spark, "SELECT window_start, COUNT(*) FROM TUMBLE(TABLE t, DESCRIPTOR(ts), "
+                           "INTERVAL '10' MINUTES) GROUP BY window_start, window_end")
+"""
+
+from sqlwin.api import StatementResult, register, rewrite, run_script, sql
+from sqlwin.errors import SqlwinError
+
+__all__ = ["SqlwinError", "StatementResult", "register", "rewrite", "run_script", "sql"]
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""Pure cores (standard library and numpy only): they ship to executors and test without Spark."""

@@ -1,0 +1,252 @@
+"""Typed AST nodes for the sqlwin extensions of Spark SQL (GRAMMAR sections 1-6).
+
+Every node declares its shape once in ``arg_types`` (sqlglot style). The parser produces them;
+the generator prints them back as sqlwin SQL; the planner reads them into ``sqlwin.plan``.
+Streaming clauses of a query (EMIT, ALLOWED LATENESS, LATE ROWS TO, EVICT) are stored on the
+``exp.Select`` they follow, under the arg keys named in ``SELECT_CLAUSE_KEYS``.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+# ---------------------------------------------------------------- window table-valued functions
+
+
+class WindowTVF(exp.Expr):
+    """``TUMBLE(...)``, ``HOP(...)``, ``CUMULATE(...)``, ``SESSION(...)`` in a FROM/JOIN position.
+
+    ``this``: the function name, upper case (a str). ``expressions``: the raw arguments in
+    written order; a named argument is ``exp.Kwarg(this=exp.Var(NAME), expression=value)``.
+    The planner binds positions and names, so argument-count errors can point at the call.
+    ``wrapped``: written as ``TABLE(TUMBLE(...))``. ``alias``: an ``exp.TableAlias``.
+    """
+
+    arg_types = {"this": True, "expressions": True, "alias": False, "wrapped": False}
+
+    @property
+    def kind(self) -> str:
+        return str(self.this).upper()
+
+
+class TableArg(exp.Expr):
+    """The data argument: ``TABLE t``, ``TABLE(t)``, ``TABLE(subquery)``.
+
+    ``this``: ``exp.Table`` or ``exp.Subquery``. ``partition_by``: list of expressions
+    (``TABLE t PARTITION BY k1, k2``). ``wrapped``: written with parentheses.
+    """
+
+    arg_types = {"this": True, "partition_by": False, "order_by": False, "wrapped": False}
+
+
+class Descriptor(exp.Expr):
+    """``DESCRIPTOR(col)``: ``expressions`` holds the column(s)."""
+
+    arg_types = {"expressions": True}
+
+
+class RowsExtent(exp.Expr):
+    """``ROWS n`` as a size/slide/step: ``this`` is the literal n."""
+
+    arg_types = {"this": True}
+
+
+# ---------------------------------------------------------------- query clauses (GRAMMAR 4)
+
+SELECT_CLAUSE_KEYS = ("lateness", "late_rows_to", "evict", "emit")
+
+
+class AllowedLateness(exp.Expr):
+    """``ALLOWED LATENESS interval`` (``grace``=True when written ``GRACE PERIOD interval``)."""
+
+    arg_types = {"this": True, "grace": False}
+
+
+class LateRowsTo(exp.Expr):
+    """``LATE ROWS TO name``: ``this`` is an ``exp.Table``."""
+
+    arg_types = {"this": True}
+
+
+class Evict(exp.Expr):
+    """``EVICT [BEFORE|AFTER] evictor``: ``this`` is an evictor node; ``after`` a bool."""
+
+    arg_types = {"this": True, "after": False}
+
+
+class EvictKeepLastRows(exp.Expr):
+    """``KEEP LAST n ROWS``."""
+
+    arg_types = {"this": True}
+
+
+class EvictKeepLastInterval(exp.Expr):
+    """``KEEP LAST interval``."""
+
+    arg_types = {"this": True}
+
+
+class EvictDelta(exp.Expr):
+    """``DELTA(expr) < threshold``: ``this`` = expr, ``expression`` = threshold."""
+
+    arg_types = {"this": True, "expression": True}
+
+
+class Emit(exp.Expr):
+    """The EMIT clause.
+
+    Either ``trigger`` (a trigger node) with optional ``mode`` ('ACCUMULATING' | 'DISCARDING'),
+    or ``sugar`` = 'FINAL' | 'ON WINDOW CLOSE' | 'CHANGES' (then ``trigger`` is None).
+    """
+
+    arg_types = {"trigger": False, "mode": False, "sugar": False}
+
+
+# ---------------------------------------------------------------- triggers (Beam's grammar)
+
+
+class Trigger(exp.Expr):
+    """Base of trigger nodes (so ``isinstance(x, Trigger)`` finds them all)."""
+
+
+class TriggerAfterWatermark(Trigger):
+    """``AFTER WATERMARK [EARLY t] [LATE t]``."""
+
+    arg_types = {"early": False, "late": False}
+
+
+class TriggerAfterProcessingTime(Trigger):
+    """``AFTER PROCESSING TIME [DELAY i] [ALIGNED TO i [OFFSET i]]``."""
+
+    arg_types = {"delay": False, "aligned_to": False, "align_offset": False}
+
+
+class TriggerAfterCount(Trigger):
+    """``AFTER COUNT n``."""
+
+    arg_types = {"this": True}
+
+
+class TriggerAfterAny(Trigger):
+    arg_types = {"expressions": True}
+
+
+class TriggerAfterAll(Trigger):
+    arg_types = {"expressions": True}
+
+
+class TriggerAfterEach(Trigger):
+    arg_types = {"expressions": True}
+
+
+class TriggerRepeatedly(Trigger):
+    arg_types = {"this": True}
+
+
+class TriggerUntil(Trigger):
+    """``this UNTIL expression`` (Beam orFinally)."""
+
+    arg_types = {"this": True, "expression": True}
+
+
+class TriggerNever(Trigger):
+    arg_types = {}
+
+
+class TriggerEveryRows(Trigger):
+    """Sugar ``EVERY n ROWS`` (= REPEATEDLY AFTER COUNT n); kept for round-tripping."""
+
+    arg_types = {"this": True}
+
+
+class TriggerEveryInterval(Trigger):
+    """Sugar ``EVERY interval`` (= REPEATEDLY AFTER PROCESSING TIME DELAY interval)."""
+
+    arg_types = {"this": True}
+
+
+class TriggerParen(Trigger):
+    """``( trigger )``, kept so the generator prints what the user grouped."""
+
+    arg_types = {"this": True}
+
+
+# ---------------------------------------------------------------- statements (GRAMMAR 3 and 5)
+
+
+class WatermarkDef(exp.Expr):
+    """``WATERMARK FOR col AS expr``: ``this`` = column identifier, ``expression`` = expr."""
+
+    arg_types = {"this": True, "expression": True}
+
+
+class CreateStream(exp.Expr):
+    """``CREATE STREAM name (col type, ..., pt AS PROCTIME(), WATERMARK FOR ...) USING fmt
+    OPTIONS (...) [WITH IDLE TIMEOUT interval]``.
+
+    ``this``: exp.Table; ``expressions``: ``exp.ColumnDef`` for typed columns and
+    ``exp.Alias``-like ``ComputedColumn`` for ``name AS expr``; ``watermark``: WatermarkDef;
+    ``format``: exp.Var; ``options``: list of ``exp.Property(this=key, value=literal)``;
+    ``idle_timeout``: interval expression.
+    """
+
+    arg_types = {"this": True, "expressions": False, "watermark": False, "format": False,
+                 "options": False, "idle_timeout": False}
+
+
+class ComputedColumn(exp.Expr):
+    """``name AS expr`` inside CREATE STREAM (e.g. ``pt AS PROCTIME()``)."""
+
+    arg_types = {"this": True, "expression": True}
+
+
+class Proctime(exp.Func):
+    """``PROCTIME()``."""
+
+    arg_types = {}
+
+
+class CreateReplayStream(exp.Expr):
+    """``CREATE STREAM name FROM TABLE t ARRIVAL ORDER BY ... [MICRO BATCH BY expr] WATERMARK ...``.
+
+    ``this``: exp.Table (stream name); ``source``: TableArg; ``arrival_order``: list of
+    exp.Ordered; ``micro_batch``: expression or None; ``watermark``: WatermarkDef.
+    """
+
+    arg_types = {"this": True, "source": True, "arrival_order": True, "micro_batch": False,
+                 "watermark": True}
+
+
+class CreateStreamingTable(exp.Expr):
+    """``CREATE STREAMING TABLE out [USING fmt] [OPTIONS (...)] AS query``."""
+
+    arg_types = {"this": True, "format": False, "options": False, "expression": True}
+
+
+class ShowStreamingTables(exp.Expr):
+    arg_types = {}
+
+
+class StopStreamingTable(exp.Expr):
+    arg_types = {"this": True}
+
+
+class ExplainStatement(exp.Expr):
+    """``EXPLAIN [REWRITE | EXTENDED | CODEGEN | COST | FORMATTED] statement``.
+
+    Only produced when the statement is parsed by the sqlwin dialect; ``mode`` is the upper-case
+    word after EXPLAIN or None.
+    """
+
+    arg_types = {"this": True, "mode": False}
+
+
+ALL_NODES: tuple[type[exp.Expr], ...] = (
+    WindowTVF, TableArg, Descriptor, RowsExtent, AllowedLateness, LateRowsTo, Evict,
+    EvictKeepLastRows, EvictKeepLastInterval, EvictDelta, Emit, TriggerAfterWatermark,
+    TriggerAfterProcessingTime, TriggerAfterCount, TriggerAfterAny, TriggerAfterAll,
+    TriggerAfterEach, TriggerRepeatedly, TriggerUntil, TriggerNever, TriggerEveryRows,
+    TriggerEveryInterval, TriggerParen, WatermarkDef, CreateStream, ComputedColumn, Proctime,
+    CreateReplayStream, CreateStreamingTable, ShowStreamingTables, StopStreamingTable,
+    ExplainStatement,
+)

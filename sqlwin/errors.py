@@ -1,0 +1,48 @@
+"""The one error type users see: what was wrong, and where in their SQL."""
+
+from __future__ import annotations
+
+
+class SqlwinError(Exception):
+    """A statement sqlwin cannot accept.
+
+    Carries the 1-based ``line`` and ``col`` of the offending token when known, so the
+    message reads like a compiler's: ``line 3, col 41: HOP expects ...; got 2 arguments``.
+    Over JDBC this becomes the SQL error text.
+    """
+
+    def __init__(self, message: str, line: int | None = None, col: int | None = None):
+        self.message = message
+        self.line = line
+        self.col = col
+        super().__init__(self.__str__())
+
+    def __str__(self) -> str:
+        if self.line is not None:
+            return f"line {self.line}, col {self.col or 1}: {self.message}"
+        return self.message
+
+    @classmethod
+    def at(cls, node: object, message: str) -> SqlwinError:
+        """An error positioned at a sqlglot node (uses the token position the parser kept)."""
+        line, col = position_of(node)
+        return cls(message, line, col)
+
+
+def position_of(node: object) -> tuple[int | None, int | None]:
+    """The (line, col) a sqlglot node starts at, searching its children when it has none.
+
+    sqlglot records ``line``/``col`` (col = end column of the token) in ``node.meta``; the
+    dialect's parser stores the *start* column under ``start_line``/``start_col``.
+    """
+    stack = [node]
+    while stack:
+        cur = stack.pop(0)
+        meta = getattr(cur, "meta", None) or {}
+        if "start_line" in meta:
+            return meta["start_line"], meta["start_col"]
+        if "line" in meta:
+            return meta["line"], meta.get("col")
+        if hasattr(cur, "iter_expressions"):
+            stack.extend(cur.iter_expressions())
+    return None, None

@@ -1,0 +1,39 @@
+"""One place that builds the embedded local SparkSession (CLI, server, tests, benchmarks)."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEFAULT_CONF: dict[str, str] = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.log.structuredLogging.enabled": "false",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.catalogImplementation": "in-memory",
+    "spark.driver.memory": "2g",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.python.worker.reuse": "true",
+}
+
+
+def local_session(app_name: str = "sqlwin", conf: dict[str, Any] | None = None,
+                  master: str | None = None) -> SparkSession:
+    """A local SparkSession with sqlwin's defaults (UTC, readable logs, no UI), sqlwin registered."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name).master(master or os.environ.get("SQLWIN_MASTER", "local[2]"))
+    for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
+        builder = builder.config(key, str(value))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("SQLWIN_SPARK_LOG_LEVEL", "ERROR"))
+    from sqlwin.api import register
+
+    register(spark)
+    return spark
