@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/sqlwin run-file sql_examples/tumble_bids.sql
+	$(BIN)/sqlwin run sql_examples/tumble_bids.sql
 
 test: $(STAMP)
 	$(BIN)/ruff check sqlwin udtfs tests bench

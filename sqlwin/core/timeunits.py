@@ -38,7 +38,7 @@ def normalize_unit(unit: str) -> str:
     aliases = {"MIN": "MINUTE", "MINS": "MINUTE", "SEC": "SECOND", "SECS": "SECOND",
                "MS": "MILLISECOND", "US": "MICROSECOND", "HR": "HOUR", "HRS": "HOUR"}
     u = aliases.get(u, u)
-    if u.endswith("S") and u[:-1] in UNIT_MICROS or u[:-1] in CALENDAR_UNITS:
+    if (u.endswith("S") and u[:-1] in UNIT_MICROS) or u[:-1] in CALENDAR_UNITS:
         u = u[:-1]
     return u
 

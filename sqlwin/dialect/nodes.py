@@ -13,7 +13,7 @@ from sqlglot import exp
 # ---------------------------------------------------------------- window table-valued functions
 
 
-class WindowTVF(exp.Expr):
+class WindowTVF(exp.Expression):
     """``TUMBLE(...)``, ``HOP(...)``, ``CUMULATE(...)``, ``SESSION(...)`` in a FROM/JOIN position.
 
     ``this``: the function name, upper case (a str). ``expressions``: the raw arguments in
@@ -29,7 +29,7 @@ class WindowTVF(exp.Expr):
         return str(self.this).upper()
 
 
-class TableArg(exp.Expr):
+class TableArg(exp.Expression):
     """The data argument: ``TABLE t``, ``TABLE(t)``, ``TABLE(subquery)``.
 
     ``this``: ``exp.Table`` or ``exp.Subquery``. ``partition_by``: list of expressions
@@ -39,13 +39,13 @@ class TableArg(exp.Expr):
     arg_types = {"this": True, "partition_by": False, "order_by": False, "wrapped": False}
 
 
-class Descriptor(exp.Expr):
+class Descriptor(exp.Expression):
     """``DESCRIPTOR(col)``: ``expressions`` holds the column(s)."""
 
     arg_types = {"expressions": True}
 
 
-class RowsExtent(exp.Expr):
+class RowsExtent(exp.Expression):
     """``ROWS n`` as a size/slide/step: ``this`` is the literal n."""
 
     arg_types = {"this": True}
@@ -56,43 +56,43 @@ class RowsExtent(exp.Expr):
 SELECT_CLAUSE_KEYS = ("lateness", "late_rows_to", "evict", "emit")
 
 
-class AllowedLateness(exp.Expr):
+class AllowedLateness(exp.Expression):
     """``ALLOWED LATENESS interval`` (``grace``=True when written ``GRACE PERIOD interval``)."""
 
     arg_types = {"this": True, "grace": False}
 
 
-class LateRowsTo(exp.Expr):
+class LateRowsTo(exp.Expression):
     """``LATE ROWS TO name``: ``this`` is an ``exp.Table``."""
 
     arg_types = {"this": True}
 
 
-class Evict(exp.Expr):
+class Evict(exp.Expression):
     """``EVICT [BEFORE|AFTER] evictor``: ``this`` is an evictor node; ``after`` a bool."""
 
     arg_types = {"this": True, "after": False}
 
 
-class EvictKeepLastRows(exp.Expr):
+class EvictKeepLastRows(exp.Expression):
     """``KEEP LAST n ROWS``."""
 
     arg_types = {"this": True}
 
 
-class EvictKeepLastInterval(exp.Expr):
+class EvictKeepLastInterval(exp.Expression):
     """``KEEP LAST interval``."""
 
     arg_types = {"this": True}
 
 
-class EvictDelta(exp.Expr):
+class EvictDelta(exp.Expression):
     """``DELTA(expr) < threshold``: ``this`` = expr, ``expression`` = threshold."""
 
     arg_types = {"this": True, "expression": True}
 
 
-class Emit(exp.Expr):
+class Emit(exp.Expression):
     """The EMIT clause.
 
     Either ``trigger`` (a trigger node) with optional ``mode`` ('ACCUMULATING' | 'DISCARDING'),
@@ -105,7 +105,7 @@ class Emit(exp.Expr):
 # ---------------------------------------------------------------- triggers (Beam's grammar)
 
 
-class Trigger(exp.Expr):
+class Trigger(exp.Expression):
     """Base of trigger nodes (so ``isinstance(x, Trigger)`` finds them all)."""
 
 
@@ -174,13 +174,13 @@ class TriggerParen(Trigger):
 # ---------------------------------------------------------------- statements (GRAMMAR 3 and 5)
 
 
-class WatermarkDef(exp.Expr):
+class WatermarkDef(exp.Expression):
     """``WATERMARK FOR col AS expr``: ``this`` = column identifier, ``expression`` = expr."""
 
     arg_types = {"this": True, "expression": True}
 
 
-class CreateStream(exp.Expr):
+class CreateStream(exp.Expression):
     """``CREATE STREAM name (col type, ..., pt AS PROCTIME(), WATERMARK FOR ...) USING fmt
     OPTIONS (...) [WITH IDLE TIMEOUT interval]``.
 
@@ -194,19 +194,19 @@ class CreateStream(exp.Expr):
                  "options": False, "idle_timeout": False}
 
 
-class ComputedColumn(exp.Expr):
+class ComputedColumn(exp.Expression):
     """``name AS expr`` inside CREATE STREAM (e.g. ``pt AS PROCTIME()``)."""
 
     arg_types = {"this": True, "expression": True}
 
 
-class Proctime(exp.Func):
+class Proctime(exp.Expression, exp.Func):
     """``PROCTIME()``."""
 
     arg_types = {}
 
 
-class CreateReplayStream(exp.Expr):
+class CreateReplayStream(exp.Expression):
     """``CREATE STREAM name FROM TABLE t ARRIVAL ORDER BY ... [MICRO BATCH BY expr] WATERMARK ...``.
 
     ``this``: exp.Table (stream name); ``source``: TableArg; ``arrival_order``: list of
@@ -217,21 +217,21 @@ class CreateReplayStream(exp.Expr):
                  "watermark": True}
 
 
-class CreateStreamingTable(exp.Expr):
+class CreateStreamingTable(exp.Expression):
     """``CREATE STREAMING TABLE out [USING fmt] [OPTIONS (...)] AS query``."""
 
     arg_types = {"this": True, "format": False, "options": False, "expression": True}
 
 
-class ShowStreamingTables(exp.Expr):
+class ShowStreamingTables(exp.Expression):
     arg_types = {}
 
 
-class StopStreamingTable(exp.Expr):
+class StopStreamingTable(exp.Expression):
     arg_types = {"this": True}
 
 
-class ExplainStatement(exp.Expr):
+class ExplainStatement(exp.Expression):
     """``EXPLAIN [REWRITE | EXTENDED | CODEGEN | COST | FORMATTED] statement``.
 
     Only produced when the statement is parsed by the sqlwin dialect; ``mode`` is the upper-case

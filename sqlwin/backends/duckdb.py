@@ -1,0 +1,315 @@
+"""DuckDB backend: the reference oracle for every window form of GRAMMAR section 1.
+
+The same query compiled here must give the same answer as the Spark backend, so each form is
+written the way DuckDB SQL naturally expresses it, independently of the Spark arithmetic:
+``time_bucket`` for alignment, ``generate_series`` unnested per row for HOP/CUMULATE,
+gaps-and-islands window functions for SESSION, a recursive CTE (one row per step) for SESSION
+with ``max_duration``, ``row_number()`` plus joins for the count (Storm) forms.
+
+Every form is one query whose CTEs carry helper columns named ``__sw_*`` (microseconds since
+the epoch; TIMESTAMP and TIMESTAMP_NTZ both map to DuckDB TIMESTAMP read as UTC wall clock)
+and whose last step yields ``__sw_ws``/``__sw_we`` (and ``__sw_idx``); one final projection
+turns them into ``window_start``, ``window_end``, ``window_time`` (and ``window_index``).
+Templates are parsed once; ``:name`` placeholders are replaced by sqlglot nodes, never by text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+
+import sqlglot
+from sqlglot import exp
+
+from sqlwin.backends.base import WindowCompiler
+from sqlwin.errors import SqlwinError
+from sqlwin.plan.windows import CountForm, Rows, WindowKind, WindowSpec
+
+DEFAULT_ALIAS = "__sw_window"
+
+# ------------------------------------------------------------------------------- templates
+
+# Rows with a NULL time belong to no window; ``__sw_pid`` numbers the partitions (NULL keys
+# included, as one partition of their own) so later steps can join on a single non-NULL key.
+_BASE = """SELECT *, EPOCH_US(:ts) AS __sw_us, :pid AS __sw_pid FROM :src WHERE NOT :ts IS NULL"""
+
+# The start (in us) of the width-``:w`` bucket holding ``:x``, aligned on the epoch + offset.
+_BUCKET = "EPOCH_US(TIME_BUCKET(TO_MICROSECONDS(:w), MAKE_TIMESTAMP(:x), MAKE_TIMESTAMP(:offset)))"
+
+_TUMBLE = """
+WITH __sw_b AS (:base), __sw_t AS (SELECT *, :bucket AS __sw_ws FROM __sw_b)
+SELECT *, __sw_ws + :size AS __sw_we FROM __sw_t"""
+
+# HOP: every aligned start in (ts - size, ts]; empty when ts falls in a gap (slide > size).
+_HOP = """
+WITH __sw_b AS (:base),
+__sw_h AS (SELECT *, UNNEST(GENERATE_SERIES(:first + :slide, :last, :slide)) AS __sw_ws FROM __sw_b)
+SELECT *, __sw_ws + :size AS __sw_we FROM __sw_h"""
+
+# CUMULATE: every step-aligned end after ts, up to the end of ts's size bucket.
+_CUMULATE = """
+WITH __sw_b AS (:base),
+__sw_c AS (SELECT *, :start AS __sw_ws, UNNEST(GENERATE_SERIES(:step_start + :step, :start + :size, :step))
+           AS __sw_we FROM __sw_b)
+SELECT * FROM __sw_c"""
+
+# SESSION: a row opens a new session unless an earlier row's [ts, ts+gap) reaches it (overlap or
+# touch). Comparing only with strictly earlier timestamps (RANGE ... 1 PRECEDING) makes the
+# flag, and so the session ids, independent of the order among equal timestamps.
+_SESSION = """
+WITH __sw_b AS (SELECT *, EPOCH_US(:ts) AS __sw_us, :end AS __sw_end, :pid AS __sw_pid
+                FROM :src WHERE NOT :ts IS NULL),
+__sw_f AS (SELECT *, CASE WHEN MAX(__sw_end) OVER (PARTITION BY __sw_pid ORDER BY __sw_us
+                      RANGE BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) >= __sw_us THEN 0 ELSE 1 END
+                  AS __sw_new
+           FROM __sw_b WHERE __sw_end > __sw_us),
+__sw_s AS (SELECT *, SUM(__sw_new) OVER (PARTITION BY __sw_pid ORDER BY __sw_us) AS __sw_sid FROM __sw_f)
+SELECT *, MIN(__sw_us) OVER (PARTITION BY __sw_pid, __sw_sid) AS __sw_ws,
+       MAX(__sw_end) OVER (PARTITION BY __sw_pid, __sw_sid) AS __sw_we
+FROM __sw_s"""
+
+# SESSION with max_duration is sequential: walk each partition row by row in ts order, keeping the
+# session start and the furthest end so far. (Equal timestamps always land in the same session,
+# so the order among them does not matter.)
+_NEW_SESSION = "(n.__sw_us >= r.__sw_s + :maxd OR n.__sw_us > r.__sw_me)"
+_SESSION_MAX = f"""
+WITH RECURSIVE __sw_b AS (SELECT *, EPOCH_US(:ts) AS __sw_us, :end AS __sw_end, :pid AS __sw_pid
+                          FROM :src WHERE NOT :ts IS NULL),
+__sw_n AS MATERIALIZED (SELECT *, ROW_NUMBER() OVER (PARTITION BY __sw_pid ORDER BY __sw_us) AS __sw_rn
+                        FROM __sw_b WHERE __sw_end > __sw_us),
+__sw_r AS (
+  SELECT __sw_pid AS __sw_rpid, __sw_rn AS __sw_rrn, __sw_us AS __sw_s, __sw_end AS __sw_me,
+         CAST(0 AS BIGINT) AS __sw_sid
+  FROM __sw_n WHERE __sw_rn = 1
+  UNION ALL
+  SELECT n.__sw_pid, n.__sw_rn,
+         CASE WHEN {_NEW_SESSION} THEN n.__sw_us ELSE r.__sw_s END,
+         CASE WHEN {_NEW_SESSION} THEN n.__sw_end ELSE GREATEST(r.__sw_me, n.__sw_end) END,
+         r.__sw_sid + CASE WHEN {_NEW_SESSION} THEN 1 ELSE 0 END
+  FROM __sw_r AS r JOIN __sw_n AS n ON n.__sw_pid = r.__sw_rpid AND n.__sw_rn = r.__sw_rrn + 1),
+__sw_j AS (SELECT * FROM __sw_n JOIN __sw_r ON __sw_pid = __sw_rpid AND __sw_rn = __sw_rrn)
+SELECT * EXCLUDE (__sw_rpid, __sw_rrn), __sw_s AS __sw_ws,
+       LEAST(MAX(__sw_me) OVER (PARTITION BY __sw_pid, __sw_sid), __sw_s + :maxd) AS __sw_we
+FROM __sw_j"""
+
+# Count forms: rows numbered 0, 1, ... per partition (``:rn`` carries the documented ordering).
+_NUMBERED = """
+WITH __sw_b AS (:base),
+__sw_n AS (SELECT *, :rn AS __sw_rn, COUNT(*) OVER (PARTITION BY __sw_pid) AS __sw_cnt FROM __sw_b)
+SELECT * FROM __sw_n"""
+
+# Window k of the rows form: first held row's ts .. last held row's ts + 1 ms.
+_HELD_SPAN = """SELECT *, MIN(__sw_us) OVER (PARTITION BY __sw_pid, __sw_idx) AS __sw_ws,
+       MAX(__sw_us) OVER (PARTITION BY __sw_pid, __sw_idx) + 1000 AS __sw_we FROM __sw_k"""
+
+# TUMBLE ROWS n: window k holds rows [k*n, (k+1)*n); only complete windows.
+_TUMBLE_ROWS = f"""
+WITH __sw_k AS (SELECT *, __sw_rn // :n AS __sw_idx FROM __sw_n WHERE __sw_rn < __sw_cnt // :n * :n)
+{_HELD_SPAN}"""
+
+# HOP ROWS m, ROWS n: row r is in windows k = r//m + 1 .. (r+n)//m that have closed (k*m <= count).
+_HOP_ROWS_ROWS = f"""
+WITH __sw_k AS (SELECT *, UNNEST(GENERATE_SERIES(__sw_rn // :m + 1, LEAST((__sw_rn + :n) // :m, __sw_cnt // :m)))
+                AS __sw_idx FROM __sw_n)
+{_HELD_SPAN}"""
+
+# HOP ROWS m, d: one window per closing row k*m - 1, joined to the rows it holds.
+_HOP_ROWS_TIME = """
+WITH __sw_w AS (SELECT __sw_pid AS __sw_wpid, __sw_rn AS __sw_c, __sw_us + 1000 AS __sw_we,
+                       (__sw_rn + 1) // :m AS __sw_idx
+                FROM __sw_n WHERE (__sw_rn + 1) % :m = 0)
+SELECT * EXCLUDE (__sw_wpid, __sw_c), __sw_we - :d AS __sw_ws
+FROM __sw_n JOIN __sw_w ON __sw_pid = __sw_wpid AND __sw_rn <= __sw_c
+  AND __sw_us >= __sw_we - :d AND __sw_us < __sw_we"""
+
+# HOP s, ROWS n: one window per boundary b ending a size-s bucket that holds a row; it holds the
+# last n rows before b, i.e. the n rows numbered up to the bucket's last row.
+_HOP_TIME_ROWS = """
+WITH __sw_m AS (SELECT *, :bucket + :s AS __sw_bnd FROM __sw_n),
+__sw_w AS (SELECT __sw_pid AS __sw_wpid, __sw_bnd AS __sw_we, MAX(__sw_rn) AS __sw_last,
+                  ROW_NUMBER() OVER (PARTITION BY __sw_pid ORDER BY __sw_bnd) - 1 AS __sw_idx
+           FROM __sw_m GROUP BY __sw_pid, __sw_bnd),
+__sw_k AS (SELECT * EXCLUDE (__sw_wpid, __sw_last) FROM __sw_m
+           JOIN __sw_w ON __sw_pid = __sw_wpid AND __sw_rn <= __sw_last AND __sw_rn > __sw_last - :n)
+SELECT *, MIN(__sw_us) OVER (PARTITION BY __sw_pid, __sw_idx) AS __sw_ws FROM __sw_k"""
+
+_FINAL = """SELECT MAKE_TIMESTAMP(__sw_ws) AS window_start, MAKE_TIMESTAMP(__sw_we) AS window_end,
+MAKE_TIMESTAMP(__sw_we - 1000) AS window_time FROM :body AS __sw_o"""
+
+# Helper columns the time forms leave in their last step (removed when the schema is unknown).
+_TIME_HELPERS = ("__sw_us", "__sw_pid", "__sw_ws", "__sw_we")
+_SESSION_HELPERS = ("__sw_us", "__sw_end", "__sw_pid", "__sw_new", "__sw_sid", "__sw_ws", "__sw_we")
+_SESSION_MAX_HELPERS = ("__sw_us", "__sw_end", "__sw_pid", "__sw_rn", "__sw_s", "__sw_me", "__sw_sid",
+                        "__sw_ws", "__sw_we")
+
+
+@cache
+def _template(sql: str) -> exp.Expr:
+    return sqlglot.parse_one(sql, read="duckdb")
+
+
+def _fill(sql: str, **values: exp.Expr) -> exp.Expr:
+    """A fresh copy of the template with each ``:name`` (or ``FROM :name``) replaced by a copy of
+    ``values[name]``; a subquery value in a FROM keeps its own alias."""
+
+    def sub(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Table) and isinstance(node.this, exp.Placeholder):
+            value = values[node.this.name]
+            if isinstance(value, exp.Query):  # a nested query in FROM: parenthesize and alias it
+                return value.subquery(node.alias or f"__sw_{node.this.name}", copy=True)
+            return value.copy()
+        if isinstance(node, exp.Placeholder) and node.name in values:
+            value = values[node.name]
+            if isinstance(value, exp.Query) and not isinstance(node.parent, exp.CTE):
+                return value.subquery(copy=True)
+            return value.copy()
+        return node
+
+    return _template(sql).transform(sub)
+
+
+def _num(value: int) -> exp.Expr:
+    return exp.Literal.number(value)
+
+
+def _col(name: str) -> exp.Column:
+    return exp.column(exp.to_identifier(name, quoted=True))
+
+
+# ------------------------------------------------------------------------------- compiler
+
+
+class DuckDBCompiler(WindowCompiler):
+    """Compiles each window TVF to a DuckDB derived table (GRAMMAR 1, ARCHITECTURE conventions)."""
+
+    dialect = "duckdb"
+    name = "duckdb"
+
+    def window_relation(self, spec: WindowSpec) -> exp.Expr:
+        form = spec.count_form
+        if form is not None:
+            inner = self._count_window(spec, form)
+            helpers: tuple[str, ...] = ()
+        else:
+            builder: Callable[[WindowSpec], tuple[exp.Expr, tuple[str, ...]]] = {
+                WindowKind.TUMBLE: self._tumble,
+                WindowKind.HOP: self._hop,
+                WindowKind.CUMULATE: self._cumulate,
+                WindowKind.SESSION: self._session,
+            }[spec.kind]
+            inner, helpers = builder(spec)
+        final = _fill(_FINAL, body=inner)
+        if spec.relation.columns is not None:
+            columns: list[exp.Expr] = [_col(c.name) for c in spec.relation.columns]
+        else:
+            columns = [exp.Star(except_=[exp.to_identifier(h) for h in helpers])]
+        if form is not None:
+            columns_after = [exp.alias_(exp.cast(exp.column("__sw_idx"), "BIGINT"), "window_index")]
+        else:
+            columns_after = []
+        final.set("expressions", [*columns, *final.expressions, *columns_after])
+        alias = exp.TableAlias(this=exp.to_identifier(spec.alias or DEFAULT_ALIAS))
+        return exp.Subquery(this=final, alias=alias)
+
+    # -- shared pieces ---------------------------------------------------------------------------
+    def _source(self, spec: WindowSpec) -> exp.Expr:
+        """The data relation as a FROM source (a subquery gets an alias if it has none)."""
+        node = self.compile_relation(spec)
+        if isinstance(node, exp.Query):
+            node = node.subquery()
+        if isinstance(node, exp.Subquery) and not node.alias:
+            node = node.copy()
+            node.set("alias", exp.TableAlias(this=exp.to_identifier("__sw_src")))
+        return node
+
+    def _partition_id(self, spec: WindowSpec) -> exp.Expr:
+        if not spec.partition_by:
+            return _num(0)
+        order = [exp.Ordered(this=_col(k), nulls_first=True) for k in spec.partition_by]
+        return exp.Window(this=exp.DenseRank(), order=exp.Order(expressions=order))
+
+    def _base(self, spec: WindowSpec) -> exp.Expr:
+        return _fill(_BASE, ts=_col(spec.time_col), pid=self._partition_id(spec), src=self._source(spec))
+
+    def _bucket(self, spec: WindowSpec, x: exp.Expr, width: int) -> exp.Expr:
+        return _fill(_BUCKET, x=x, w=_num(width), offset=_num(spec.offset))
+
+    # -- time forms -----------------------------------------------------------------------------
+    def _tumble(self, spec: WindowSpec) -> tuple[exp.Expr, tuple[str, ...]]:
+        size = _extent(spec, spec.size)
+        bucket = self._bucket(spec, exp.column("__sw_us"), size)
+        return _fill(_TUMBLE, base=self._base(spec), bucket=bucket, size=_num(size)), _TIME_HELPERS
+
+    def _hop(self, spec: WindowSpec) -> tuple[exp.Expr, tuple[str, ...]]:
+        size, slide = _extent(spec, spec.size), _extent(spec, spec.slide)
+        us = exp.column("__sw_us")
+        first = self._bucket(spec, exp.Sub(this=us, expression=_num(size)), slide)
+        last = self._bucket(spec, us.copy(), slide)
+        query = _fill(_HOP, base=self._base(spec), first=first, last=last, slide=_num(slide), size=_num(size))
+        return query, _TIME_HELPERS
+
+    def _cumulate(self, spec: WindowSpec) -> tuple[exp.Expr, tuple[str, ...]]:
+        size, step = _extent(spec, spec.size), _extent(spec, spec.step)
+        us = exp.column("__sw_us")
+        query = _fill(_CUMULATE, base=self._base(spec), start=self._bucket(spec, us, size),
+                      step_start=self._bucket(spec, us.copy(), step), size=_num(size), step=_num(step))
+        return query, _TIME_HELPERS
+
+    def _session(self, spec: WindowSpec) -> tuple[exp.Expr, tuple[str, ...]]:
+        ts = _col(spec.time_col)
+        us = exp.Anonymous(this="EPOCH_US", expressions=[ts.copy()])
+        if isinstance(spec.gap, exp.Expr):  # dynamic: add the row's INTERVAL to its (UTC) time
+            at = exp.Anonymous(this="MAKE_TIMESTAMP", expressions=[us])
+            end: exp.Expr = exp.Anonymous(
+                this="EPOCH_US", expressions=[exp.Add(this=at, expression=exp.paren(spec.gap.copy()))])
+        elif isinstance(spec.gap, int):
+            end = exp.Add(this=us, expression=_num(spec.gap))
+        else:
+            raise SqlwinError.at(spec.node, "SESSION needs a gap")
+        values = {"ts": ts, "end": end, "pid": self._partition_id(spec), "src": self._source(spec)}
+        if spec.max_duration is None:
+            return _fill(_SESSION, **values), _SESSION_HELPERS
+        return _fill(_SESSION_MAX, maxd=_num(spec.max_duration), **values), _SESSION_MAX_HELPERS
+
+    # -- count forms ----------------------------------------------------------------------------
+    def _count_window(self, spec: WindowSpec, form: CountForm) -> exp.Expr:
+        numbered = _fill(_NUMBERED, base=self._base(spec), rn=self._row_number(spec))
+        if form is CountForm.TUMBLE_ROWS:
+            tail = _fill(_TUMBLE_ROWS, n=_num(_rows(spec, spec.size)))
+        elif form is CountForm.HOP_ROWS_ROWS:
+            tail = _fill(_HOP_ROWS_ROWS, m=_num(_rows(spec, spec.slide)), n=_num(_rows(spec, spec.size)))
+        elif form is CountForm.HOP_ROWS_TIME:
+            tail = _fill(_HOP_ROWS_TIME, m=_num(_rows(spec, spec.slide)), d=_num(_extent(spec, spec.size)))
+        else:
+            s = _extent(spec, spec.slide)
+            bucket = self._bucket(spec, exp.column("__sw_us"), s)
+            tail = _fill(_HOP_TIME_ROWS, bucket=bucket, s=_num(s), n=_num(_rows(spec, spec.size)))
+        # One WITH: the numbering CTEs, then the form's own CTEs, then its final SELECT.
+        ctes = [*numbered.args["with_"].expressions, *tail.args["with_"].expressions]
+        tail.set("with_", exp.With(expressions=ctes))
+        return tail
+
+    def _row_number(self, spec: WindowSpec) -> exp.Expr:
+        """0-based ordinal per partition: ts, then every other column in schema order,
+        ascending, NULLS FIRST (ARCHITECTURE: identical on every backend)."""
+        if spec.relation.columns is None:
+            raise SqlwinError.at(spec.node, "count windows need the schema of their input relation "
+                                            "(to order rows deterministically)")
+        order = [exp.Ordered(this=exp.column("__sw_us"), nulls_first=True)]
+        order += [exp.Ordered(this=_col(c.name), nulls_first=True)
+                  for c in spec.relation.columns if c.name.lower() != spec.time_col.lower()]
+        window = exp.Window(this=exp.RowNumber(), partition_by=[exp.column("__sw_pid")],
+                            order=exp.Order(expressions=order))
+        return exp.Sub(this=window, expression=_num(1))
+
+
+def _extent(spec: WindowSpec, value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise SqlwinError.at(spec.node, f"{spec.kind.value} expects a positive duration here")
+    return value
+
+
+def _rows(spec: WindowSpec, value: object) -> int:
+    if not isinstance(value, Rows) or value.n <= 0:
+        raise SqlwinError.at(spec.node, f"{spec.kind.value} expects ROWS n with n > 0 here")
+    return value.n

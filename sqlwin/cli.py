@@ -1,0 +1,463 @@
+"""The ``sqlwin`` command line: run sqlwin SQL files on an embedded Spark, show rewrites, serve.
+
+A thin layer over :mod:`sqlwin.api` / :mod:`sqlwin.pipeline`: it splits a script into
+statements, runs each, renders DataFrames as tables and turns every error into one readable
+message with its position in the file (exit status 1, never a traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlwin.errors import SqlwinError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from rich.console import Console
+
+    from sqlwin.api import StatementResult
+
+DESCRIPTION = "Flink/Beam/Storm streaming-window SQL on Apache Spark."
+EPILOG = """examples:
+  sqlwin run sql_examples/tumble_bids.sql       run every statement of a file on a local Spark
+  sqlwin run --show-rewrite FILE                also print the Spark SQL each statement became
+  sqlwin run models/                            run a folder of dbt-style models
+  sqlwin -e "SELECT 1 AS x"                     run statements given on the command line
+  sqlwin rewrite FILE [--target duckdb]         print the rewritten SQL, without running it
+  sqlwin serve --port 10000                     JDBC/ODBC (HiveServer2) server speaking sqlwin SQL
+
+Files may reference their own folder as ${sqlwin.file_dir} (e.g. '${sqlwin.file_dir}/data/x.csv').
+"""
+FILE_DIR_CONF = "sqlwin.file_dir"
+SUMMARY_WIDTH = 72
+
+
+class Failed(Exception):
+    """A statement failed; its message has already been printed."""
+
+
+# ---------------------------------------------------------------------------------- arguments
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sqlwin", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=_version())
+    sub = parser.add_subparsers(dest="command", metavar="{run,rewrite,serve}")
+
+    run = sub.add_parser("run", help="run a .sql file, or a folder of dbt-style models, on a local Spark",
+                         description="Run every statement of a .sql file (or of -e SQL) in order on an "
+                                     "embedded local Spark; a folder runs as dbt-style models.")
+    run.add_argument("path", nargs="?", help="a .sql file, or a folder of models")
+    run.add_argument("-e", "--execute", action="append", metavar="SQL",
+                     help="SQL statements to run (repeatable; instead of or before PATH)")
+    run.add_argument("--plan", choices=("auto", "udtf"), default="auto",
+                     help="auto: fastest equivalent plan; udtf: force sqlwin's window UDTFs")
+    run.add_argument("--show-rewrite", action="store_true", help="print the Spark SQL each statement ran as")
+    run.add_argument("--max-rows", type=int, default=50, metavar="N",
+                     help="print at most N rows per result (0: all; default 50)")
+    run.add_argument("--no-progress", action="store_true", help="never draw the Spark progress line")
+    run.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark conf")
+    run.set_defaults(func=cmd_run)
+
+    rw = sub.add_parser("rewrite", help="print the SQL that sqlwin produces for each statement",
+                        description="Print the rewritten SQL of every statement of FILE (no Spark "
+                                    "needed: input schemas are unknown, so count windows, which need "
+                                    "them, cannot be rewritten this way; use EXPLAIN REWRITE in `sqlwin "
+                                    "run` for those).")
+    rw.add_argument("file", help="a .sql file, or - for standard input")
+    rw.add_argument("--target", choices=("spark", "duckdb"), default="spark")
+    rw.add_argument("--plan", choices=("auto", "udtf"), default="auto")
+    rw.set_defaults(func=cmd_rewrite)
+
+    sub.add_parser("serve", help="start the Thrift (JDBC/ODBC) server; `sqlwin serve --help` for options",
+                   add_help=False)
+    return parser
+
+
+def _version() -> str:
+    from sqlwin import __version__
+
+    return f"sqlwin {__version__}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``sqlwin`` console script and ``python -m sqlwin``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "serve":
+        from sqlwin.server import main as serve_main
+
+        return serve_main(argv[1:])
+    if argv and (argv[0] in ("-e", "--execute") or argv[0].startswith("--execute=")):
+        argv.insert(0, "run")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        return args.func(args)
+    except Failed:
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+# ---------------------------------------------------------------------------------- commands
+@dataclass
+class Source:
+    """A script and where it came from (for error positions and ``${sqlwin.file_dir}``)."""
+
+    name: str
+    text: str
+    directory: str
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    if args.path is None and not args.execute:
+        raise SystemExit("sqlwin run: give a PATH or -e SQL")
+    sources = [Source("<command line>", text, os.getcwd()) for text in args.execute or []]
+    folder = None
+    if args.path is not None:
+        path = Path(args.path)
+        if path.is_dir():
+            folder = path
+        elif path.is_file():
+            sources.append(Source(str(path), path.read_text(encoding="utf-8"), str(path.resolve().parent)))
+        else:
+            print(f"error: no such file or folder: {path}", file=sys.stderr)
+            return 1
+    conf = dict(item.split("=", 1) for item in args.conf)
+    spark = start_spark(conf)
+    out, err = consoles()
+    runner = Runner(spark, out, err, plan=args.plan, max_rows=args.max_rows,
+                    show_rewrite=args.show_rewrite, progress=not args.no_progress)
+    for source in sources:
+        runner.run_source(source)
+    if folder is not None:
+        runner.run_models(folder)
+    return 0
+
+
+def cmd_rewrite(args: argparse.Namespace) -> int:
+    from sqlwin.api import rewrite
+    from sqlwin.pipeline import split_statements
+
+    if args.file == "-":
+        source = Source("<stdin>", sys.stdin.read(), os.getcwd())
+    else:
+        path = Path(args.file)
+        if not path.is_file():
+            print(f"error: no such file: {path}", file=sys.stderr)
+            return 1
+        source = Source(str(path), path.read_text(encoding="utf-8"), str(path.resolve().parent))
+    out, err = consoles()
+    statements = split_statements(source.text)
+    for statement, start in zip(statements, statement_starts(source.text, statements), strict=True):
+        try:
+            sql = rewrite(statement, target=args.target, catalog=None, plan=args.plan)
+        except SqlwinError as exc:
+            report_sqlwin_error(err, source, start, exc, hint=_schema_hint(exc))
+            raise Failed from None
+        line = f"-- line {start[0] + 1}" if start else "--"
+        print_sql(out, f"{line}: {summarize(statement)}\n{pretty_sql(sql, args.target)};\n")
+    return 0
+
+
+def _schema_hint(exc: SqlwinError) -> str | None:
+    if re.search(r"schema|catalog|unknown (table|column)|not found", exc.message, re.IGNORECASE):
+        return ("`sqlwin rewrite` has no Spark, so input schemas are unknown; run the file with "
+                "`sqlwin run --show-rewrite` (or use EXPLAIN REWRITE) to rewrite it against real tables")
+    return None
+
+
+# ---------------------------------------------------------------------------------- Spark
+def start_spark(conf: dict[str, str] | None = None) -> SparkSession:
+    """The embedded local Spark, with pyspark's Python-side error logging silenced."""
+    import logging
+
+    from sqlwin.session import local_session
+
+    spark = local_session("sqlwin-cli", conf=conf)
+    try:  # pyspark logs every AnalysisException as a JSON record on stderr; we print our own
+        from pyspark.logger import PySparkLogger
+
+        for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+            PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
+    except ImportError:  # pragma: no cover - older pyspark
+        pass
+    return spark
+
+
+class Runner:
+    """Runs scripts statement by statement and prints each result."""
+
+    def __init__(self, spark: SparkSession, out: Console, err: Console, *, plan: str = "auto",
+                 max_rows: int = 50, show_rewrite: bool = False, progress: bool = True):
+        self.spark, self.out, self.err = spark, out, err
+        self.plan, self.max_rows, self.show_rewrite, self.progress = plan, max_rows, show_rewrite, progress
+
+    def run_source(self, source: Source) -> None:
+        from sqlwin.pipeline import execute_statement, split_statements
+
+        self.spark.conf.set(FILE_DIR_CONF, source.directory)
+        statements = split_statements(source.text)
+        for statement, start in zip(statements, statement_starts(source.text, statements), strict=True):
+            with self.guard(source, start):
+                with self.progress_line():
+                    result = execute_statement(self.spark, statement, plan=self.plan)
+                self.show(result, start)
+
+    def run_models(self, folder: Path) -> None:
+        from sqlwin.models import run_models
+
+        with self.guard(Source(str(folder), "", str(folder.resolve())), None), self.progress_line():
+            summary = run_models(self.spark, str(folder))
+        render_summary(self.out, summary)
+
+    def progress_line(self) -> Any:
+        from sqlwin.progress import spark_progress
+
+        return spark_progress(self.spark, enabled=None if self.progress else False)
+
+    def guard(self, source: Source, start: tuple[int, int] | None) -> Any:
+        return _Guard(self.err, source, start)
+
+    # -- rendering ------------------------------------------------------------------------------
+    def show(self, result: StatementResult, start: tuple[int, int] | None) -> None:
+        where = f"line {start[0] + 1}" if start else "statement"
+        head = summarize(result.statement)
+        if self.show_rewrite and result.rewritten:
+            self.out.print(f"-- {where}: {head}, rewritten:", style="dim", markup=False, highlight=False)
+            print_sql(self.out, pretty_sql(result.rewritten) + "\n")
+        df = result.dataframe
+        if re.match(r"EXPLAIN\b", head, re.IGNORECASE):
+            text = result.message if df is None else "\n".join(str(r[0]) for r in df.collect())
+            if re.match(r"EXPLAIN\s+REWRITE\b", head, re.IGNORECASE):
+                print_sql(self.out, pretty_sql(text or "") + "\n")
+            else:
+                self.out.print(text or "", markup=False, highlight=False)
+            return
+        if df is not None and df.columns and not df.isStreaming:
+            self.out.print(f"-- {where}: {head}", style="dim", markup=False, highlight=False)
+            with self.progress_line():
+                rows, total = fetch(df, self.max_rows)
+            self.out.print(result_table(df, rows, total))
+            return
+        status = result.message or "OK"
+        self.out.print(f"{status}: {head}" if status == "OK" else status, style="dim",
+                       markup=False, highlight=False)
+
+
+class _Guard:
+    """Context manager turning any exception of a statement into a printed message + Failed."""
+
+    def __init__(self, err: Console, source: Source, start: tuple[int, int] | None):
+        self.err, self.source, self.start = err, source, start
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+        if exc is None or isinstance(exc, (KeyboardInterrupt, SystemExit, Failed)):
+            return False
+        if os.environ.get("SQLWIN_DEBUG"):
+            return False
+        if isinstance(exc, SqlwinError):
+            report_sqlwin_error(self.err, self.source, self.start, exc)
+        else:
+            where = self.source.name + (f":{self.start[0] + 1}" if self.start else "")
+            self.err.print(f"error: {spark_error_message(exc)}", markup=False, highlight=False)
+            self.err.print(f" --> {where}", style="dim", markup=False, highlight=False)
+        raise Failed from None
+
+
+# ---------------------------------------------------------------------------------- helpers
+def consoles() -> tuple[Console, Console]:
+    """(stdout, stderr) rich consoles; off a terminal they never wrap or colour."""
+    from rich.console import Console
+
+    def make(stream: Any, stderr: bool) -> Console:
+        tty = stream.isatty()
+        return Console(stderr=stderr, highlight=False, width=None if tty else 100_000,
+                       no_color=not tty or None)
+
+    return make(sys.stdout, False), make(sys.stderr, True)
+
+
+def statement_starts(text: str, statements: list[str]) -> list[tuple[int, int] | None]:
+    """The 0-based (line, col) in ``text`` where each statement's own line 1, col 1 lies."""
+    starts: list[tuple[int, int] | None] = []
+    pos = 0
+    for statement in statements:
+        index = text.find(statement, pos)
+        if index < 0:  # the splitter normalised the text: anchor on its first non-blank part
+            core = statement.lstrip()
+            found = text.find(core, pos) if core else -1
+            index = found - (len(statement) - len(core)) if found >= 0 else -1
+        if index < 0:
+            starts.append(None)
+            continue
+        index = max(index, 0)
+        line = text.count("\n", 0, index)
+        starts.append((line, index - (text.rfind("\n", 0, index) + 1)))
+        pos = index + max(len(statement), 1)
+    return starts
+
+
+def report_sqlwin_error(err: Console, source: Source, start: tuple[int, int] | None,
+                        exc: SqlwinError, hint: str | None = None) -> None:
+    """``error: line N, col M: message`` in file coordinates, then the source line and a caret."""
+    if exc.line is None:
+        where = f" --> {source.name}" + (f":{start[0] + 1}" if start else "")
+        err.print(f"error: {exc.message}", markup=False, highlight=False)
+        err.print(where, style="dim", markup=False, highlight=False)
+    else:
+        line, col = exc.line, exc.col or 1
+        if start is not None:
+            col = col + start[1] if line == 1 else col
+            line = line + start[0]
+        err.print(f"error: line {line}, col {col}: {exc.message}", markup=False, highlight=False)
+        lines = source.text.splitlines()
+        gutter = " " * len(str(line))
+        err.print(f"{gutter}--> {source.name}:{line}:{col}", style="dim", markup=False, highlight=False)
+        if 0 < line <= len(lines):
+            err.print(f"{line} | {lines[line - 1]}", markup=False, highlight=False)
+            err.print(f"{gutter} | {' ' * (col - 1)}^", style="bold red", markup=False, highlight=False)
+    if hint:
+        err.print(f"hint: {hint}", style="dim", markup=False, highlight=False)
+
+
+def spark_error_message(exc: BaseException) -> str:
+    """One or two lines saying what Spark (or anything else) rejected, without the JVM stack."""
+    text = ""
+    get_message = getattr(exc, "getMessage", None)
+    if callable(get_message):
+        try:
+            text = get_message() or ""
+        except Exception:
+            text = ""
+    if not text and hasattr(exc, "java_exception"):  # a raw Py4JJavaError
+        try:
+            text = str(exc.java_exception.toString())
+        except Exception:
+            text = ""
+    text = text or str(exc) or type(exc).__name__
+    if type(exc).__name__ == "PythonException":  # a UDF failed: its last traceback line says why
+        errors = [ln for ln in text.splitlines() if re.match(r"\s*\w+(Error|Exception)\b", ln)]
+        text = errors[-1].strip() if errors else text
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    first = lines[0] if lines else text
+    first = re.sub(r";\s*$", "", first)
+    if not type(exc).__module__.startswith(("pyspark", "py4j")):
+        return f"{type(exc).__name__}: {first} (set SQLWIN_DEBUG=1 for the traceback)"
+    return first
+
+
+def summarize(statement: str) -> str:
+    """The statement on one line without comments, cut to ``SUMMARY_WIDTH`` characters."""
+    text = re.sub(r"/\*.*?\*/", " ", statement, flags=re.DOTALL)
+    text = re.sub(r"--[^\n]*", " ", text)
+    text = " ".join(text.split())
+    return text if len(text) <= SUMMARY_WIDTH else text[: SUMMARY_WIDTH - 1] + "…"
+
+
+def fetch(df: DataFrame, max_rows: int) -> tuple[list[Any], int]:
+    """Up to ``max_rows`` rows of ``df`` (all when 0) and the total row count."""
+    if max_rows <= 0:
+        rows = df.collect()
+        return rows, len(rows)
+    rows = df.limit(max_rows + 1).collect()
+    if len(rows) <= max_rows:
+        return rows, len(rows)
+    return rows[:max_rows], df.count()
+
+
+def format_value(value: Any) -> str:
+    """A cell as Flink/Spark SQL clients print it: NULL, 2020-04-15 08:05:00, 4.00, true."""
+    import datetime as dt
+
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dt.datetime):
+        micros = value.microsecond
+        if micros == 0:
+            return value.strftime("%Y-%m-%d %H:%M:%S")
+        if micros % 1000 == 0:
+            return value.strftime("%Y-%m-%d %H:%M:%S.") + f"{micros // 1000:03d}"
+        return value.strftime("%Y-%m-%d %H:%M:%S.%f")
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, (bytes, bytearray)):
+        return value.hex()
+    return str(value)
+
+
+def result_table(df: DataFrame, rows: list[Any], total: int) -> Any:
+    from pyspark.sql.types import NumericType
+    from rich import box
+    from rich.table import Table
+
+    shown = len(rows)
+    caption = f"{total} row{'s' if total != 1 else ''}"
+    if total > shown:
+        caption = f"{shown} of {total} rows shown ({total - shown} more; --max-rows to see them)"
+    table = Table(box=box.SIMPLE_HEAD, caption=caption, caption_justify="left", header_style="bold",
+                  pad_edge=False)
+    for field in df.schema.fields:
+        table.add_column(field.name, justify="right" if isinstance(field.dataType, NumericType) else "left",
+                         no_wrap=True)
+    for row in rows:
+        table.add_row(*(format_value(v) for v in row))
+    return table
+
+
+def pretty_sql(sql: str, target: str = "spark") -> str:
+    """``sql`` pretty-printed by sqlglot when it parses, else as given."""
+    try:
+        import sqlglot
+
+        return ";\n".join(sqlglot.transpile(sql, read=target, write=target, pretty=True))
+    except Exception:
+        return sql.strip()
+
+
+def print_sql(console: Console, sql: str) -> None:
+    """SQL, syntax-highlighted on a terminal, verbatim otherwise."""
+    if console.is_terminal:
+        from rich.syntax import Syntax
+
+        console.print(Syntax(sql.rstrip("\n"), "sql", theme="ansi_dark", background_color="default",
+                             word_wrap=True))
+    else:
+        console.file.write(sql if sql.endswith("\n") else sql + "\n")
+        console.file.flush()
+
+
+def render_summary(console: Console, summary: Any) -> None:
+    """A generic table for what ``run_models`` returns (objects, dicts, or a message)."""
+    import dataclasses
+
+    from rich import box
+    from rich.table import Table
+
+    items = summary if isinstance(summary, (list, tuple)) else getattr(summary, "models", None)
+    if not items:
+        console.print(str(summary) if summary is not None else "OK", markup=False, highlight=False)
+        return
+    records = [dataclasses.asdict(i) if dataclasses.is_dataclass(i) else
+               (dict(i) if isinstance(i, dict) else {"model": str(i)}) for i in items]
+    columns = list(dict.fromkeys(k for r in records for k in r))
+    table = Table(box=box.SIMPLE_HEAD, caption=f"{len(records)} models", caption_justify="left")
+    for column in columns:
+        table.add_column(column, no_wrap=True)
+    for record in records:
+        table.add_row(*(format_value(record.get(c)) for c in columns))
+    console.print(table)

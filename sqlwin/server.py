@@ -1,0 +1,266 @@
+"""`sqlwin serve`: the Spark Thrift server (HiveServer2 protocol) speaking sqlwin SQL.
+
+Spark's own Thrift server runs in-process; a parser extension (``server_java/``, compiled at
+first use against the pyspark jars) sends each statement that mentions a sqlwin keyword to
+Python, where :func:`sqlwin.pipeline.spark_sql_for` rewrites it for the *calling* session.
+Every JDBC connection therefore gets its own SparkSession (temp views and settings cannot
+leak between clients), with sqlwin's UDTFs registered on first use; metadata calls, fetching
+and cancellation are Spark's own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import ipaddress
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlwin.errors import SqlwinError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+JAVA_DIR = Path(__file__).with_name("server_java")
+ERROR_PREFIX = "\u0001sqlwin-error\u0001"  # must match SqlwinParser.ERROR_PREFIX
+# A statement is sent to Python only when it contains one of these words (a superset is
+# harmless: plain SQL comes back unchanged). Keep in step with GRAMMAR.md.
+KEYWORDS = ("TUMBLE", "HOP", "CUMULATE", "SESSION", "DESCRIPTOR", "EMIT", "WATERMARK", "STREAM",
+            "STREAMING", "LATENESS", "GRACE", "EVICT", "REWRITE", "PROCTIME", "TRIGGER")
+KEYWORD_REGEX = r"\b(" + "|".join(KEYWORDS) + r")\b"
+
+RewriteFn = Callable[["SparkSession", str], str]
+
+
+def _jars_dir() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent / "jars"
+
+
+def compile_java(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Compile ``server_java/*.java`` once per source version; return the classes directory.
+
+    Binaries are never shipped: the cache key is a hash of the sources and the Spark jars in
+    use, so upgrading either recompiles. Compilation goes to a temp dir renamed into place,
+    so concurrent first starts do not see half-written classes.
+    """
+    sources = sorted(JAVA_DIR.glob("*.java"))
+    digest = hashlib.sha256()
+    for src in sources:
+        digest.update(src.name.encode() + b"\0" + src.read_bytes())
+    jars = _jars_dir()
+    digest.update(" ".join(sorted(p.name for p in jars.glob("spark-*.jar"))).encode())
+    root = Path(cache_dir or os.environ.get("SQLWIN_CACHE_DIR") or Path.home() / ".cache" / "sqlwin")
+    target = root / f"server-classes-{digest.hexdigest()[:16]}"
+    if (target / "sqlwin" / "SqlwinParser.class").exists():
+        return target
+    javac = shutil.which("javac") or (Path(os.environ.get("JAVA_HOME", "/nonexistent")) / "bin" / "javac")
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="classes-", dir=root))
+    cmd = [str(javac), "-nowarn", "-encoding", "UTF-8", "-d", str(tmp), "-cp", f"{jars}/*",
+           *map(str, sources)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise RuntimeError(f"javac failed ({' '.join(cmd[:2])} ...):\n{proc.stderr}")
+    try:
+        tmp.rename(target)
+    except OSError:  # another process won the race: use its copy
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def _default_rewrite(spark: SparkSession, text: str) -> str:
+    from sqlwin.pipeline import spark_sql_for
+
+    return spark_sql_for(spark, text)
+
+
+class _Rewriter:
+    """The py4j callback behind ``sqlwin.Rewriter``: rewrites one statement for one session."""
+
+    def __init__(self, sc: Any, rewrite: RewriteFn):
+        self._sc = sc
+        self._rewrite = rewrite
+        self._lock = threading.Lock()
+        self._sessions: dict[str, SparkSession] = {}  # sessionUUID -> registered wrapper
+
+    def _session(self, jsession: Any) -> SparkSession:
+        """A pyspark wrapper of the calling JVM session, with sqlwin's UDTFs registered once."""
+        from pyspark.sql import SparkSession
+
+        key = jsession.sessionUUID()
+        with self._lock:
+            spark = self._sessions.get(key)
+            if spark is None:
+                spark = SparkSession(self._sc, jsession)
+                from sqlwin.api import register
+
+                register(spark)
+                self._sessions[key] = spark
+        return spark
+
+    def rewrite(self, sql: str, jsession: Any) -> str | None:
+        try:
+            out = self._rewrite(self._session(jsession), sql)
+        except SqlwinError as e:
+            return ERROR_PREFIX + str(e)
+        except Exception as e:  # never let a Python traceback kill the JDBC call
+            return ERROR_PREFIX + f"sqlwin internal error: {type(e).__name__}: {e}"
+        return None if out == sql else out
+
+    class Java:
+        implements = ["sqlwin.Rewriter"]
+
+
+@dataclass
+class ServerHandle:
+    """A running server: ``url`` for clients, ``stop()`` to shut it (and its Spark) down."""
+
+    host: str
+    port: int
+    spark: SparkSession
+    _jserver: Any = field(repr=False)
+    _stopped: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"jdbc:hive2://{self.host}:{self.port}/default"
+
+    def stop(self) -> None:
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        jvm = self.spark.sparkContext._jvm
+        try:
+            jvm.sqlwin.SqlwinParser.uninstall()
+            self._jserver.stop()
+        finally:
+            self.spark.stop()
+
+    def wait(self) -> None:
+        """Block until :meth:`stop` (from a signal handler or another thread)."""
+        while not self._stopped.wait(0.5):
+            pass
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(host: str = "127.0.0.1", port: int = 10000, *, auth_user: str | None = None,
+          auth_password: str | None = None, conf: dict[str, Any] | None = None,
+          warehouse: str | None = None, rewrite: RewriteFn | None = None) -> ServerHandle:
+    """Start a local Spark with the sqlwin parser and its Thrift server on ``host:port``.
+
+    Binary transport only (Spark's HTTP mode ignores the bind host). A non-loopback ``host``
+    requires ``auth_user``/``auth_password`` (HiveServer2 CUSTOM auth, SASL PLAIN).
+    ``rewrite`` replaces :func:`sqlwin.pipeline.spark_sql_for` (for tests of the hook itself).
+    """
+    if not _is_loopback(host) and not (auth_user and auth_password):
+        raise SqlwinError(f"refusing to listen on non-loopback address {host} without "
+                          "--auth-user and a password (SQLWIN_AUTH_PASSWORD)")
+    if bool(auth_user) != bool(auth_password):
+        raise SqlwinError("authentication needs both a user name and a password")
+    classes = compile_java()
+    warehouse = warehouse or tempfile.mkdtemp(prefix="sqlwin-warehouse-")
+    server_conf: dict[str, Any] = {
+        "spark.driver.extraClassPath": str(classes),
+        "spark.sql.extensions": "sqlwin.SqlwinExtensions",
+        "spark.sql.warehouse.dir": warehouse,
+        "spark.sql.hive.thriftServer.singleSession": "false",
+        "hive.server2.thrift.bind.host": host,
+        "hive.server2.thrift.port": str(port),
+        "hive.server2.transport.mode": "binary",
+        "hive.server2.authentication": "CUSTOM" if auth_user else "NONE",
+        "hive.server2.enable.doAs": "false",
+    }
+    from sqlwin.session import local_session
+
+    spark = local_session("sqlwin-server", {**server_conf, **(conf or {})})
+    sc = spark.sparkContext
+    jvm = sc._jvm
+    if auth_user and auth_password:
+        jvm.sqlwin.SqlwinAuth.configure(auth_user, hashlib.sha256(auth_password.encode()).hexdigest())
+        # HiveServer2 2.3 builds the CUSTOM provider from a fresh HiveConf, which reads system
+        # properties but not the session's configuration.
+        jvm.java.lang.System.setProperty("hive.server2.custom.authentication.class", "sqlwin.SqlwinAuth")
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    ensure_callback_server_started(sc._gateway)
+    jvm.sqlwin.SqlwinParser.install(_Rewriter(sc, rewrite or _default_rewrite), KEYWORD_REGEX)
+    jserver = jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2.startWithContext(
+        spark._jsparkSession.sqlContext())
+    return ServerHandle(host, port, spark, jserver)
+
+
+def wait_until_listening(host: str, port: int, timeout: float = 120.0,
+                         alive: Callable[[], bool] = lambda: True) -> None:
+    """Poll until a TCP connect to ``host:port`` succeeds (used by tests and the benchmark)."""
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not alive():
+            raise RuntimeError("server process exited before it started listening")
+        try:
+            with socket.create_connection((host, port), timeout=1.0):
+                return
+        except OSError:
+            time.sleep(0.3)
+    raise TimeoutError(f"nothing listening on {host}:{port} after {timeout:.0f}s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``sqlwin serve``: run until SIGINT/SIGTERM. Returns the process exit code."""
+    parser = argparse.ArgumentParser(prog="sqlwin serve", description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default=os.environ.get("SQLWIN_HOST", "127.0.0.1"),
+                        help="bind address (default 127.0.0.1; others need --auth-user)")
+    parser.add_argument("--port", type=int, default=int(os.environ.get("SQLWIN_PORT", "10000")))
+    parser.add_argument("--auth-user", default=os.environ.get("SQLWIN_AUTH_USER"),
+                        help="require this user name (password from SQLWIN_AUTH_PASSWORD "
+                             "or --auth-password-file)")
+    parser.add_argument("--auth-password-file", help="file holding the password (first line)")
+    parser.add_argument("--warehouse", help="spark.sql.warehouse.dir (default: a temp dir)")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra Spark/Hive configuration (repeatable)")
+    args = parser.parse_args(argv)
+    password = os.environ.get("SQLWIN_AUTH_PASSWORD")
+    if args.auth_password_file:
+        password = Path(args.auth_password_file).read_text().splitlines()[0]
+    conf = dict(item.split("=", 1) for item in args.conf)
+    try:
+        handle = serve(args.host, args.port, auth_user=args.auth_user, auth_password=password,
+                       conf=conf, warehouse=args.warehouse)
+    except SqlwinError as e:
+        print(f"sqlwin serve: {e}", file=sys.stderr)
+        return 2
+
+    def _stop(signum: int, frame: Any) -> None:
+        threading.Thread(target=handle.stop, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    print(f"sqlwin serve: listening on {handle.url}", flush=True)
+    handle.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
