@@ -65,13 +65,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
 
     rw = sub.add_parser("rewrite", help="print the SQL that sqlwin produces for each statement",
-                        description="Print the rewritten SQL of every statement of FILE (no Spark "
-                                    "needed: input schemas are unknown, so count windows, which need "
-                                    "them, cannot be rewritten this way; use EXPLAIN REWRITE in `sqlwin "
-                                    "run` for those).")
+                        description="Print the rewritten SQL of every statement of FILE. Without "
+                                    "--spark no Spark is started and input schemas are unknown: "
+                                    "type checks that need them are skipped, and count windows "
+                                    "(ROWS n), which need them, ask for --spark.")
     rw.add_argument("file", help="a .sql file, or - for standard input")
     rw.add_argument("--target", choices=("spark", "duckdb"), default="spark")
     rw.add_argument("--plan", choices=("auto", "udtf"), default="auto")
+    rw.add_argument("--spark", action="store_true",
+                    help="resolve table schemas on a local Spark (runs the file's CREATE/DROP/SET statements "
+                         "first); needed for count windows")
     rw.set_defaults(func=cmd_rewrite)
 
     sub.add_parser("serve", help="start the Thrift (JDBC/ODBC) server; `sqlwin serve --help` for options",
@@ -87,6 +90,9 @@ def _version() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``sqlwin`` console script and ``python -m sqlwin``."""
+    import logging
+
+    logging.getLogger("sqlglot").setLevel(logging.ERROR)  # its "unsupported property" warnings
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "serve":
         from sqlwin.server import main as serve_main
@@ -106,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `sqlwin rewrite FILE | head`: the reader left; stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 # ---------------------------------------------------------------------------------- commands
@@ -144,9 +153,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+DDL = re.compile(r"(CREATE|DROP|ALTER|SET|RESET|USE|CACHE|UNCACHE|REFRESH|ADD)\b", re.IGNORECASE)
+
+
 def cmd_rewrite(args: argparse.Namespace) -> int:
     from sqlwin.api import rewrite
-    from sqlwin.pipeline import split_statements
+    from sqlwin.pipeline import execute_statement, split_statements
 
     if args.file == "-":
         source = Source("<stdin>", sys.stdin.read(), os.getcwd())
@@ -157,33 +169,82 @@ def cmd_rewrite(args: argparse.Namespace) -> int:
             return 1
         source = Source(str(path), path.read_text(encoding="utf-8"), str(path.resolve().parent))
     out, err = consoles()
-    statements = split_statements(source.text)
+    spark = start_spark() if args.spark else None
+    if spark is not None:
+        spark.conf.set(FILE_DIR_CONF, source.directory)
+    hint = None if spark is not None else _schema_hint
+    with _Guard(err, source, None):
+        statements = split_statements(source.text)
     for statement, start in zip(statements, statement_starts(source.text, statements), strict=True):
-        try:
-            sql = rewrite(statement, target=args.target, catalog=None, plan=args.plan)
-        except SqlwinError as exc:
-            report_sqlwin_error(err, source, start, exc, hint=_schema_hint(exc))
-            raise Failed from None
-        line = f"-- line {start[0] + 1}" if start else "--"
-        print_sql(out, f"{line}: {summarize(statement)}\n{pretty_sql(sql, args.target)};\n")
+        with _Guard(err, source, start, hint, statement):
+            sql = rewrite(statement, target=args.target, catalog=spark, plan=args.plan)
+            if spark is not None and DDL.match(strip_comments(statement).lstrip()):
+                execute_statement(spark, statement, plan=args.plan)  # later statements see its views
+        line = f"-- line {start[0] + 1 + leading_lines(statement)}\n" if start else ""
+        print_sql(out, f"{line}{pretty_sql(sql, args.target)};\n")
     return 0
 
 
 def _schema_hint(exc: SqlwinError) -> str | None:
     if re.search(r"schema|catalog|unknown (table|column)|not found", exc.message, re.IGNORECASE):
-        return ("`sqlwin rewrite` has no Spark, so input schemas are unknown; run the file with "
-                "`sqlwin run --show-rewrite` (or use EXPLAIN REWRITE) to rewrite it against real tables")
+        return ("without Spark, input schemas are unknown: `sqlwin rewrite --spark FILE` runs the file's "
+                "CREATE/DROP/SET statements on a local Spark first, so that its tables are known")
     return None
 
 
 # ---------------------------------------------------------------------------------- Spark
-def start_spark(conf: dict[str, str] | None = None) -> SparkSession:
-    """The embedded local Spark, with pyspark's Python-side error logging silenced."""
-    import logging
+LOG4J2 = """# written by the sqlwin CLI: Spark's own logging, errors only (WARN until sqlwin sets ERROR)
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
+logger.native.name = org.apache.hadoop.util.NativeCodeLoader
+logger.native.level = error
+"""
 
+
+def quiet_spark_conf(conf: dict[str, str]) -> dict[str, str]:
+    """``conf`` plus a log4j2 configuration that keeps Spark's start-up chatter off the terminal.
+
+    Spark's default profile prints several lines at start-up; a custom file whose root level
+    equals the shell's (WARN) prints none. Skipped when SQLWIN_SPARK_LOG_LEVEL asks for more.
+    """
+    import tempfile
+
+    if os.environ.get("SQLWIN_SPARK_LOG_LEVEL"):
+        return conf
+    path = Path(tempfile.gettempdir()) / f"sqlwin-log4j2-{os.getuid() if hasattr(os, 'getuid') else 0}.properties"
+    try:
+        if not path.is_file() or path.read_text() != LOG4J2:
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(LOG4J2)
+            os.replace(tmp, path)
+    except OSError:
+        return conf
+    key = "spark.driver.extraJavaOptions"
+    option = f"-Dlog4j2.configurationFile={path.as_uri()}"
+    return {**conf, key: f"{conf[key]} {option}" if conf.get(key) else option}
+
+
+def start_spark(conf: dict[str, str] | None = None) -> SparkSession:
+    """The embedded local Spark, quiet: no start-up chatter, no Python-side error logging."""
+    import logging
+    import warnings
+
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python workers (UDTFs) need our packages
     from sqlwin.session import local_session
 
-    spark = local_session("sqlwin-cli", conf=conf)
+    try:
+        spark = local_session("sqlwin-cli", conf=quiet_spark_conf(dict(conf or {})))
+    except Exception as exc:
+        if os.environ.get("SQLWIN_DEBUG"):
+            raise
+        print(f"error: could not start Spark: {spark_error_message(exc)}", file=sys.stderr)
+        raise Failed from None
     try:  # pyspark logs every AnalysisException as a JSON record on stderr; we print our own
         from pyspark.logger import PySparkLogger
 
@@ -208,7 +269,7 @@ class Runner:
         self.spark.conf.set(FILE_DIR_CONF, source.directory)
         statements = split_statements(source.text)
         for statement, start in zip(statements, statement_starts(source.text, statements), strict=True):
-            with self.guard(source, start):
+            with self.guard(source, start, statement):
                 with self.progress_line():
                     result = execute_statement(self.spark, statement, plan=self.plan)
                 self.show(result, start)
@@ -225,21 +286,22 @@ class Runner:
 
         return spark_progress(self.spark, enabled=None if self.progress else False)
 
-    def guard(self, source: Source, start: tuple[int, int] | None) -> Any:
-        return _Guard(self.err, source, start)
+    def guard(self, source: Source, start: tuple[int, int] | None, statement: str = "") -> Any:
+        return _Guard(self.err, source, start, statement=statement)
 
     # -- rendering ------------------------------------------------------------------------------
     def show(self, result: StatementResult, start: tuple[int, int] | None) -> None:
-        where = f"line {start[0] + 1}" if start else "statement"
+        where = f"line {start[0] + 1 + leading_lines(result.statement)}" if start else "statement"
         head = summarize(result.statement)
         if self.show_rewrite and result.rewritten:
             self.out.print(f"-- {where}: {head}, rewritten:", style="dim", markup=False, highlight=False)
             print_sql(self.out, pretty_sql(result.rewritten) + "\n")
         df = result.dataframe
         if re.match(r"EXPLAIN\b", head, re.IGNORECASE):
+            self.out.print(f"-- {where}: {head}", style="dim", markup=False, highlight=False)
             text = result.message if df is None else "\n".join(str(r[0]) for r in df.collect())
             if re.match(r"EXPLAIN\s+REWRITE\b", head, re.IGNORECASE):
-                print_sql(self.out, pretty_sql(text or "") + "\n")
+                print_sql(self.out, pretty_sql(text or "") + ";\n")
             else:
                 self.out.print(text or "", markup=False, highlight=False)
             return
@@ -247,7 +309,8 @@ class Runner:
             self.out.print(f"-- {where}: {head}", style="dim", markup=False, highlight=False)
             with self.progress_line():
                 rows, total = fetch(df, self.max_rows)
-            self.out.print(result_table(df, rows, total))
+            emit(self.out, result_table(df, rows))
+            self.out.print(row_count(len(rows), total), style="dim", markup=False, highlight=False)
             return
         status = result.message or "OK"
         self.out.print(f"{status}: {head}" if status == "OK" else status, style="dim",
@@ -257,8 +320,10 @@ class Runner:
 class _Guard:
     """Context manager turning any exception of a statement into a printed message + Failed."""
 
-    def __init__(self, err: Console, source: Source, start: tuple[int, int] | None):
-        self.err, self.source, self.start = err, source, start
+    def __init__(self, err: Console, source: Source, start: tuple[int, int] | None,
+                 hint: Any = None, statement: str = ""):
+        self.err, self.source, self.start, self.hint = err, source, start, hint
+        self.statement = statement
 
     def __enter__(self) -> None:
         return None
@@ -269,9 +334,10 @@ class _Guard:
         if os.environ.get("SQLWIN_DEBUG"):
             return False
         if isinstance(exc, SqlwinError):
-            report_sqlwin_error(self.err, self.source, self.start, exc)
+            report_sqlwin_error(self.err, self.source, self.start, exc, self.hint(exc) if self.hint else None)
         else:
-            where = self.source.name + (f":{self.start[0] + 1}" if self.start else "")
+            line = f":{self.start[0] + 1 + leading_lines(self.statement)}" if self.start else ""
+            where = f"{self.source.name}{line}" + (f": {summarize(self.statement)}" if self.statement else "")
             self.err.print(f"error: {spark_error_message(exc)}", markup=False, highlight=False)
             self.err.print(f" --> {where}", style="dim", markup=False, highlight=False)
         raise Failed from None
@@ -359,11 +425,20 @@ def spark_error_message(exc: BaseException) -> str:
     return first
 
 
+def leading_lines(statement: str) -> int:
+    """How many lines of comments and blanks come before the statement's first token."""
+    lead = re.match(r"(?:\s+|--[^\n]*|/\*.*?\*/)*", statement, re.DOTALL)
+    return statement.count("\n", 0, lead.end()) if lead else 0
+
+
+def strip_comments(statement: str) -> str:
+    """``statement`` without its comments (naive about quotes: for display and keyword checks)."""
+    return re.sub(r"--[^\n]*", " ", re.sub(r"/\*.*?\*/", " ", statement, flags=re.DOTALL))
+
+
 def summarize(statement: str) -> str:
     """The statement on one line without comments, cut to ``SUMMARY_WIDTH`` characters."""
-    text = re.sub(r"/\*.*?\*/", " ", statement, flags=re.DOTALL)
-    text = re.sub(r"--[^\n]*", " ", text)
-    text = " ".join(text.split())
+    text = " ".join(strip_comments(statement).split())
     return text if len(text) <= SUMMARY_WIDTH else text[: SUMMARY_WIDTH - 1] + "…"
 
 
@@ -400,17 +475,29 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
-def result_table(df: DataFrame, rows: list[Any], total: int) -> Any:
+def row_count(shown: int, total: int) -> str:
+    if total > shown:
+        return f"({total} rows, {total - shown} more not shown: see --max-rows)"
+    return f"({total} row{'s' if total != 1 else ''})"
+
+
+def emit(console: Console, renderable: Any) -> None:
+    """Print ``renderable``; off a terminal, without the trailing blanks rich pads lines with."""
+    if console.is_terminal:
+        console.print(renderable)
+        return
+    with console.capture() as captured:
+        console.print(renderable)
+    console.file.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
+    console.file.flush()
+
+
+def result_table(df: DataFrame, rows: list[Any]) -> Any:
     from pyspark.sql.types import NumericType
     from rich import box
     from rich.table import Table
 
-    shown = len(rows)
-    caption = f"{total} row{'s' if total != 1 else ''}"
-    if total > shown:
-        caption = f"{shown} of {total} rows shown ({total - shown} more; --max-rows to see them)"
-    table = Table(box=box.SIMPLE_HEAD, caption=caption, caption_justify="left", header_style="bold",
-                  pad_edge=False)
+    table = Table(box=box.ROUNDED, show_edge=False, pad_edge=False, header_style="bold")
     for field in df.schema.fields:
         table.add_column(field.name, justify="right" if isinstance(field.dataType, NumericType) else "left",
                          no_wrap=True)
@@ -424,7 +511,7 @@ def pretty_sql(sql: str, target: str = "spark") -> str:
     try:
         import sqlglot
 
-        return ";\n".join(sqlglot.transpile(sql, read=target, write=target, pretty=True))
+        return ";\n".join(sqlglot.transpile(sql, read=target, write=target, pretty=True, comments=False))
     except Exception:
         return sql.strip()
 
@@ -455,9 +542,11 @@ def render_summary(console: Console, summary: Any) -> None:
     records = [dataclasses.asdict(i) if dataclasses.is_dataclass(i) else
                (dict(i) if isinstance(i, dict) else {"model": str(i)}) for i in items]
     columns = list(dict.fromkeys(k for r in records for k in r))
-    table = Table(box=box.SIMPLE_HEAD, caption=f"{len(records)} models", caption_justify="left")
+    table = Table(box=box.ROUNDED, show_edge=False, pad_edge=False, header_style="bold")
     for column in columns:
         table.add_column(column, no_wrap=True)
     for record in records:
-        table.add_row(*(format_value(record.get(c)) for c in columns))
-    console.print(table)
+        table.add_row(*(f"{v:.2f}" if isinstance(v, float) else format_value(v)
+                        for v in (record.get(c) for c in columns)))
+    emit(console, table)
+    console.print(f"({len(records)} models)", style="dim", markup=False, highlight=False)

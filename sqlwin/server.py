@@ -150,7 +150,7 @@ class ServerHandle:
             self.spark.stop()
 
     def wait(self) -> None:
-        """Block until :meth:`stop` (from a signal handler or another thread)."""
+        """Block until :meth:`stop` has been called (from another thread)."""
         while not self._stopped.wait(0.5):
             pass
 
@@ -162,6 +162,25 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+# HiveServer2 reads these environment variables before its configuration: they would silently
+# move the endpoint (e.g. to all interfaces, or to HTTP mode, which ignores the bind host).
+_ENV_OVERRIDES = ("HIVE_SERVER2_TRANSPORT_MODE", "HIVE_SERVER2_THRIFT_BIND_HOST", "HIVE_SERVER2_THRIFT_PORT",
+                  "HIVE_SERVER2_THRIFT_HTTP_PORT")
+_PROTECTED_CONF = ("hive.server2.transport.mode", "hive.server2.thrift.bind.host", "hive.server2.thrift.port",
+                   "hive.server2.authentication", "hive.server2.custom.authentication.class",
+                   "spark.sql.extensions", "spark.driver.extraClassPath")
+
+
+def _check_no_overrides(conf: dict[str, Any]) -> None:
+    """Refuse settings that would change where or how the endpoint listens behind our back."""
+    env = [name for name in _ENV_OVERRIDES if os.environ.get(name)]
+    if env:
+        raise SqlwinError(f"unset {', '.join(env)}: use --host/--port (binary transport only)")
+    for key in conf:
+        if any(key == name or key.endswith("." + name) for name in _PROTECTED_CONF):
+            raise SqlwinError(f"--conf {key} is managed by sqlwin serve (use --host/--port/--auth-user)")
 
 
 def serve(host: str = "127.0.0.1", port: int = 10000, *, auth_user: str | None = None,
@@ -178,7 +197,15 @@ def serve(host: str = "127.0.0.1", port: int = 10000, *, auth_user: str | None =
                           "--auth-user and a password (SQLWIN_AUTH_PASSWORD)")
     if bool(auth_user) != bool(auth_password):
         raise SqlwinError("authentication needs both a user name and a password")
+    _check_no_overrides(conf or {})
+    from pyspark import SparkContext
+
+    if SparkContext._active_spark_context is not None:
+        raise SqlwinError("serve() must start its own Spark (the parser extension is set at JVM "
+                          "launch): call it before any SparkSession exists, or use ServerProcess")
     classes = compile_java()
+    # Python workers (sqlwin's UDTFs) must run this interpreter, not whatever python3 is on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     warehouse = warehouse or tempfile.mkdtemp(prefix="sqlwin-warehouse-")
     server_conf: dict[str, Any] = {
         "spark.driver.extraClassPath": str(classes),
@@ -193,7 +220,7 @@ def serve(host: str = "127.0.0.1", port: int = 10000, *, auth_user: str | None =
     }
     from sqlwin.session import local_session
 
-    spark = local_session("sqlwin-server", {**server_conf, **(conf or {})})
+    spark = local_session("sqlwin-server", {**(conf or {}), **server_conf})
     sc = spark.sparkContext
     jvm = sc._jvm
     if auth_user and auth_password:
@@ -210,26 +237,11 @@ def serve(host: str = "127.0.0.1", port: int = 10000, *, auth_user: str | None =
     return ServerHandle(host, port, spark, jserver)
 
 
-def wait_until_listening(host: str, port: int, timeout: float = 120.0,
-                         alive: Callable[[], bool] = lambda: True) -> None:
-    """Poll until a TCP connect to ``host:port`` succeeds (used by tests and the benchmark)."""
-    import socket
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not alive():
-            raise RuntimeError("server process exited before it started listening")
-        try:
-            with socket.create_connection((host, port), timeout=1.0):
-                return
-        except OSError:
-            time.sleep(0.3)
-    raise TimeoutError(f"nothing listening on {host}:{port} after {timeout:.0f}s")
-
-
 def main(argv: list[str] | None = None) -> int:
     """``sqlwin serve``: run until SIGINT/SIGTERM. Returns the process exit code."""
-    parser = argparse.ArgumentParser(prog="sqlwin serve", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="sqlwin serve",
+        description="Serve sqlwin SQL over JDBC/ODBC (HiveServer2 protocol: beeline, pyhive, dbt-spark).")
     parser.add_argument("--host", default=os.environ.get("SQLWIN_HOST", "127.0.0.1"),
                         help="bind address (default 127.0.0.1; others need --auth-user)")
     parser.add_argument("--port", type=int, default=int(os.environ.get("SQLWIN_PORT", "10000")))
@@ -245,21 +257,86 @@ def main(argv: list[str] | None = None) -> int:
     if args.auth_password_file:
         password = Path(args.auth_password_file).read_text().splitlines()[0]
     conf = dict(item.split("=", 1) for item in args.conf)
+    stop_requested = threading.Event()
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop_requested.set())
+    signal.signal(signal.SIGINT, lambda signum, frame: stop_requested.set())
     try:
         handle = serve(args.host, args.port, auth_user=args.auth_user, auth_password=password,
                        conf=conf, warehouse=args.warehouse)
     except SqlwinError as e:
         print(f"sqlwin serve: {e}", file=sys.stderr)
         return 2
-
-    def _stop(signum: int, frame: Any) -> None:
-        threading.Thread(target=handle.stop, daemon=True).start()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
     print(f"sqlwin serve: listening on {handle.url}", flush=True)
-    handle.wait()
+    while not stop_requested.wait(0.5):
+        pass
+    print("sqlwin serve: stopping", flush=True)
+    handle.stop()
     return 0
+
+
+class ServerProcess:
+    """``sqlwin serve`` in a child process, for tests and benchmarks.
+
+    ``start()`` waits for the "listening" line (a bare TCP probe would make HiveServer2 log a
+    failed handshake); ``stop()`` sends SIGTERM and waits, killing only after a timeout.
+    """
+
+    def __init__(self, host: str = "127.0.0.1", port: int | None = None, *, args: list[str] | None = None,
+                 env: dict[str, str] | None = None, log_path: str | os.PathLike[str] | None = None):
+        self.host = host
+        self.port = port or free_port(host)
+        self.args = list(args or [])
+        self.env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", **(env or {})}
+        self.log_path = Path(log_path or tempfile.mkstemp(prefix="sqlwin-serve-", suffix=".log")[1])
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"jdbc:hive2://{self.host}:{self.port}/default"
+
+    def start(self, timeout: float = 240.0) -> ServerProcess:
+        cmd = [sys.executable, "-m", "sqlwin", "serve", "--host", self.host, "--port", str(self.port),
+               *self.args]
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env,
+                                         stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"sqlwin serve exited with {self.proc.returncode}:\n{self.log_tail()}")
+            if b"sqlwin serve: listening on" in self.log_path.read_bytes():
+                return self
+            time.sleep(0.3)
+        self.stop()
+        raise TimeoutError(f"sqlwin serve did not start in {timeout:.0f}s:\n{self.log_tail()}")
+
+    def log_tail(self, chars: int = 4000) -> str:
+        return self.log_path.read_bytes()[-chars:].decode(errors="replace")
+
+    def stop(self, timeout: float = 60.0) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def __enter__(self) -> ServerProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago (the OS picks it)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
 
 
 if __name__ == "__main__":

@@ -43,13 +43,16 @@ def D(text: str) -> Decimal:
     return Decimal(text)
 
 
-def run(con, spec: WindowSpec, query: str = "SELECT * FROM w") -> Counter:
-    """Compile ``query`` with its table ``w`` replaced by ``spec``'s window TVF and run it."""
+def run(con, spec: WindowSpec | dict[str, WindowSpec], query: str = "SELECT * FROM w") -> Counter:
+    """Compile ``query`` with its table ``w`` (or each table named in ``spec``) replaced by a
+    window TVF planned as ``spec``, re-parse the SQL, run it, and count the rows."""
     tree = sqlglot.parse_one(query, read="duckdb")
-    tvf = WindowTVF(this=spec.kind.value, expressions=[])
-    next(t for t in tree.find_all(exp.Table) if t.name == "w").replace(tvf)
-    spec = dataclasses.replace(spec, node=tvf, alias=spec.alias or "w")
-    sql = DuckDBCompiler().compile(tree, [spec]).sql(dialect="duckdb")
+    planned = []
+    for name, one in (spec if isinstance(spec, dict) else {"w": spec}).items():
+        tvf = WindowTVF(this=one.kind.value, expressions=[])
+        next(t for t in tree.find_all(exp.Table) if t.name == name).replace(tvf)
+        planned.append(dataclasses.replace(one, node=tvf, alias=name))
+    sql = DuckDBCompiler().compile(tree, planned).sql(dialect="duckdb")
     assert sqlglot.parse_one(sql, read="duckdb").sql(dialect="duckdb") == sql  # valid DuckDB SQL
     return Counter(tuple(tuple(v) if isinstance(v, list) else v for v in row) for row in con.sql(sql).fetchall())
 
@@ -85,8 +88,9 @@ def spans(con, spec: WindowSpec) -> Counter:
 # ------------------------------------------------------------------ Flink documentation: Bid
 
 
-def test_flink_tumble(flink_bids):
-    spec = WindowSpec(TUMBLE, BIDS, "bidtime", TimeType.TIMESTAMP, size=10 * MIN)
+@pytest.mark.parametrize("partition_by", [(), ("item",)])  # PARTITION BY does not change time windows
+def test_flink_tumble(flink_bids, partition_by):
+    spec = WindowSpec(TUMBLE, BIDS, "bidtime", TimeType.TIMESTAMP, size=10 * MIN, partition_by=partition_by)
     assert run(flink_bids, spec, AGG) == Counter({
         (bid("08:00"), bid("08:10"), D("11.00")): 1,
         (bid("08:10"), bid("08:20"), D("10.00")): 1,
@@ -161,6 +165,16 @@ def test_subquery_relation(flink_bids):
         (bid("08:00"), bid("08:10"), D("9.00")): 1,
         (bid("08:10"), bid("08:20"), D("9.00")): 1,
     })
+
+
+def test_window_join_two_tvfs(flink_bids):
+    sub = sqlglot.parse_one("(SELECT * FROM bids WHERE price > 2)", read="duckdb")
+    specs = {"l": WindowSpec(TUMBLE, BIDS, "bidtime", size=10 * MIN),
+             "r": WindowSpec(TUMBLE, Relation(sub, BID_COLUMNS), "BIDTIME", size=10 * MIN)}
+    query = ("SELECT l.window_start, l.window_end, COUNT(*) FROM l JOIN r ON l.window_start = r.window_start"
+             " AND l.window_end = r.window_end GROUP BY ALL")
+    assert run(flink_bids, specs, query) == Counter({(bid("08:00"), bid("08:10"), 6): 1,
+                                                     (bid("08:10"), bid("08:20"), 6): 1})
 
 
 @pytest.mark.parametrize("spec", [
@@ -492,6 +506,19 @@ def test_count_window_columns(clicks):
     result = clicks.sql(exp.select("*").from_(DuckDBCompiler().window_relation(spec)).sql(dialect="duckdb"))
     assert result.columns == ["ts", "usr", "v", "window_start", "window_end", "window_time", "window_index"]
     assert [str(t) for t in result.types][3:] == ["TIMESTAMP"] * 3 + ["BIGINT"]
+
+
+def test_count_window_orders_by_awkward_column_names(duck):
+    duck.execute('CREATE TABLE q (ts TIMESTAMP, "select" INT, "my col" VARCHAR)')
+    duck.executemany("INSERT INTO q VALUES (?, ?, ?)", [
+        (ck("10:00:00"), 2, "x"), (ck("10:00:00"), 1, "z"), (ck("10:00:00"), 1, "y"), (ck("10:00:01"), 0, None)])
+    rel = Relation(exp.to_table("q"), (Column("ts", "timestamp"), Column("select", "int"),
+                                       Column("my col", "string")))
+    query = 'SELECT window_index, list("select" ORDER BY "my col") FROM w GROUP BY ALL'
+    assert run(duck, WindowSpec(TUMBLE, rel, "ts", size=Rows(2)), query) == Counter({
+        (0, (1, 1)): 1,  # (1, y), (1, z)
+        (1, (2, 0)): 1,  # (2, x), then the later row
+    })
 
 
 def test_count_window_needs_schema():

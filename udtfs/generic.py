@@ -146,9 +146,9 @@ class TumbleUDTF(_Buffered):
         _check_offset("tumble", o, s)
         return _result("tumble", data, timecol)
 
-    def eval(self, row: Any, timecol: str, size: dt.timedelta, offset: dt.timedelta | None = None) -> Any:
+    def eval(self, data: Any, timecol: str, size: dt.timedelta, offset: dt.timedelta | None = None) -> Any:
         self.params = (timedelta_micros(size), timedelta_micros(offset) if offset else 0)
-        self._add(row)
+        self._add(data)
         if len(self.rows) >= FLUSH_ROWS:
             yield from self._flush()
 
@@ -165,10 +165,10 @@ class HopUDTF(_Buffered):
         _check_offset("hop", _interval(offset, "offset", "hop", required=False), s)
         return _result("hop", data, timecol)
 
-    def eval(self, row: Any, timecol: str, slide: dt.timedelta, size: dt.timedelta,
+    def eval(self, data: Any, timecol: str, slide: dt.timedelta, size: dt.timedelta,
              offset: dt.timedelta | None = None) -> Any:
         self.params = (timedelta_micros(slide), timedelta_micros(size), timedelta_micros(offset) if offset else 0)
-        self._add(row)
+        self._add(data)
         if len(self.rows) >= FLUSH_ROWS:
             yield from self._flush()
 
@@ -187,10 +187,10 @@ class CumulateUDTF(_Buffered):
         _check_offset("cumulate", _interval(offset, "offset", "cumulate", required=False), s)
         return _result("cumulate", data, timecol)
 
-    def eval(self, row: Any, timecol: str, step: dt.timedelta, size: dt.timedelta,
+    def eval(self, data: Any, timecol: str, step: dt.timedelta, size: dt.timedelta,
              offset: dt.timedelta | None = None) -> Any:
         self.params = (timedelta_micros(step), timedelta_micros(size), timedelta_micros(offset) if offset else 0)
-        self._add(row)
+        self._add(data)
         if len(self.rows) >= FLUSH_ROWS:
             yield from self._flush()
 
@@ -208,9 +208,9 @@ class SessionUDTF(_Buffered):
                max_duration=_interval(max_duration, "max_duration", "session", required=False))
         return _result("session", data, timecol)
 
-    def eval(self, row: Any, timecol: str, gap: dt.timedelta, max_duration: dt.timedelta | None = None) -> Any:
+    def eval(self, data: Any, timecol: str, gap: dt.timedelta, max_duration: dt.timedelta | None = None) -> Any:
         self.params = (timedelta_micros(gap), timedelta_micros(max_duration) if max_duration else None)
-        self._add(row)
+        self._add(data)
         return iter(())
 
     def _assign(self) -> A.Windows:

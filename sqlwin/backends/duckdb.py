@@ -4,7 +4,9 @@ The same query compiled here must give the same answer as the Spark backend, so 
 written the way DuckDB SQL naturally expresses it, independently of the Spark arithmetic:
 ``time_bucket`` for alignment, ``generate_series`` unnested per row for HOP/CUMULATE,
 gaps-and-islands window functions for SESSION, a recursive CTE (one row per step) for SESSION
-with ``max_duration``, ``row_number()`` plus joins for the count (Storm) forms.
+with ``max_duration``, and for the count (Storm) forms ``row_number()`` then, per row, the
+range of window indexes that hold it (unnested; window functions then span each window). The
+per-row ranges avoid the range joins DuckDB would run as per-partition cross products.
 
 Every form is one query whose CTEs carry helper columns named ``__sw_*`` (microseconds since
 the epoch; TIMESTAMP and TIMESTAMP_NTZ both map to DuckDB TIMESTAMP read as UTC wall clock)
@@ -113,25 +115,29 @@ WITH __sw_k AS (SELECT *, UNNEST(GENERATE_SERIES(__sw_rn // :m + 1, LEAST((__sw_
                 AS __sw_idx FROM __sw_n)
 {_HELD_SPAN}"""
 
-# HOP ROWS m, d: one window per closing row k*m - 1, joined to the rows it holds.
+# HOP ROWS m, d: window k closes at row c = k*m - 1, ends 1 ms after it and starts d before its end.
+# Row r is held by the windows whose closing row c >= r has ts_c <= ts_r + d - 1 ms (then ts_r lies
+# in [window_start, window_end)): k from ceil((r+1)/m) to (count of rows with ts <= ts_r + d - 1 ms)/m.
+# With d >= 1 ms the closing row is held, so window_end is the latest held ts + 1 ms.
 _HOP_ROWS_TIME = """
-WITH __sw_w AS (SELECT __sw_pid AS __sw_wpid, __sw_rn AS __sw_c, __sw_us + 1000 AS __sw_we,
-                       (__sw_rn + 1) // :m AS __sw_idx
-                FROM __sw_n WHERE (__sw_rn + 1) % :m = 0)
-SELECT * EXCLUDE (__sw_wpid, __sw_c), __sw_we - :d AS __sw_ws
-FROM __sw_n JOIN __sw_w ON __sw_pid = __sw_wpid AND __sw_rn <= __sw_c
-  AND __sw_us >= __sw_we - :d AND __sw_us < __sw_we"""
+WITH __sw_m AS (SELECT *, COUNT(*) OVER (PARTITION BY __sw_pid ORDER BY __sw_us
+                          RANGE BETWEEN UNBOUNDED PRECEDING AND :reach FOLLOWING) AS __sw_reach
+                FROM __sw_n),
+__sw_k AS (SELECT *, UNNEST(GENERATE_SERIES((__sw_rn + :m) // :m, __sw_reach // :m)) AS __sw_idx FROM __sw_m),
+__sw_e AS (SELECT *, MAX(__sw_us) OVER (PARTITION BY __sw_pid, __sw_idx) + 1000 AS __sw_we FROM __sw_k)
+SELECT *, __sw_we - :d AS __sw_ws FROM __sw_e"""
 
-# HOP s, ROWS n: one window per boundary b ending a size-s bucket that holds a row; it holds the
-# last n rows before b, i.e. the n rows numbered up to the bucket's last row.
+# HOP s, ROWS n: one window per boundary b ending a size-s bucket that holds a row (``__sw_own``:
+# the 0-based ordinal of a row's bucket); it holds the last n rows before b. Row r is among them
+# for the buckets from its own up to the one before row r+n's bucket (or the last bucket).
 _HOP_TIME_ROWS = """
 WITH __sw_m AS (SELECT *, :bucket + :s AS __sw_bnd FROM __sw_n),
-__sw_w AS (SELECT __sw_pid AS __sw_wpid, __sw_bnd AS __sw_we, MAX(__sw_rn) AS __sw_last,
-                  ROW_NUMBER() OVER (PARTITION BY __sw_pid ORDER BY __sw_bnd) - 1 AS __sw_idx
-           FROM __sw_m GROUP BY __sw_pid, __sw_bnd),
-__sw_k AS (SELECT * EXCLUDE (__sw_wpid, __sw_last) FROM __sw_m
-           JOIN __sw_w ON __sw_pid = __sw_wpid AND __sw_rn <= __sw_last AND __sw_rn > __sw_last - :n)
-SELECT *, MIN(__sw_us) OVER (PARTITION BY __sw_pid, __sw_idx) AS __sw_ws FROM __sw_k"""
+__sw_i AS (SELECT *, DENSE_RANK() OVER (PARTITION BY __sw_pid ORDER BY __sw_bnd) - 1 AS __sw_own FROM __sw_m),
+__sw_h AS (SELECT *, COALESCE(LEAD(__sw_own, :n) OVER (PARTITION BY __sw_pid ORDER BY __sw_rn) - 1,
+                              MAX(__sw_own) OVER (PARTITION BY __sw_pid)) AS __sw_hi FROM __sw_i),
+__sw_k AS (SELECT *, UNNEST(GENERATE_SERIES(__sw_own, __sw_hi)) AS __sw_idx FROM __sw_h)
+SELECT *, MIN(__sw_us) OVER (PARTITION BY __sw_pid, __sw_idx) AS __sw_ws,
+       MAX(__sw_bnd) OVER (PARTITION BY __sw_pid, __sw_idx) AS __sw_we FROM __sw_k"""
 
 _FINAL = """SELECT MAKE_TIMESTAMP(__sw_ws) AS window_start, MAKE_TIMESTAMP(__sw_we) AS window_end,
 MAKE_TIMESTAMP(__sw_we - 1000) AS window_time FROM :body AS __sw_o"""
@@ -150,7 +156,9 @@ def _template(sql: str) -> exp.Expr:
 
 def _fill(sql: str, **values: exp.Expr) -> exp.Expr:
     """A fresh copy of the template with each ``:name`` (or ``FROM :name``) replaced by a copy of
-    ``values[name]``; a subquery value in a FROM keeps its own alias."""
+    ``values[name]``: a query becomes a subquery (a CTE body stays bare), an operator inside an
+    operator is parenthesized. (Unlike ``sqlbuild.fill``, placeholders may stand for a FROM
+    source or a CTE body, which the multi-step templates here need.)"""
 
     def sub(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Table) and isinstance(node.this, exp.Placeholder):
@@ -162,6 +170,8 @@ def _fill(sql: str, **values: exp.Expr) -> exp.Expr:
             value = values[node.name]
             if isinstance(value, exp.Query) and not isinstance(node.parent, exp.CTE):
                 return value.subquery(copy=True)
+            if isinstance(value, (exp.Binary, exp.Unary)) and isinstance(node.parent, (exp.Binary, exp.Unary)):
+                return exp.paren(value.copy(), copy=False)  # an operand keeps its own precedence
             return value.copy()
         return node
 
@@ -215,7 +225,7 @@ class DuckDBCompiler(WindowCompiler):
     def _source(self, spec: WindowSpec) -> exp.Expr:
         """The data relation as a FROM source (a subquery gets an alias if it has none)."""
         node = self.compile_relation(spec)
-        if isinstance(node, exp.Query):
+        if isinstance(node, exp.Query) and not isinstance(node, exp.Subquery):  # a bare SELECT/UNION
             node = node.subquery()
         if isinstance(node, exp.Subquery) and not node.alias:
             node = node.copy()
@@ -223,7 +233,8 @@ class DuckDBCompiler(WindowCompiler):
         return node
 
     def _partition_id(self, spec: WindowSpec) -> exp.Expr:
-        if not spec.partition_by:
+        """Sessions and count windows are per partition; time windows ignore PARTITION BY."""
+        if not spec.partition_by or not (spec.kind is WindowKind.SESSION or spec.is_count_based):
             return _num(0)
         order = [exp.Ordered(this=_col(k), nulls_first=True) for k in spec.partition_by]
         return exp.Window(this=exp.DenseRank(), order=exp.Order(expressions=order))
@@ -279,7 +290,11 @@ class DuckDBCompiler(WindowCompiler):
         elif form is CountForm.HOP_ROWS_ROWS:
             tail = _fill(_HOP_ROWS_ROWS, m=_num(_rows(spec, spec.slide)), n=_num(_rows(spec, spec.size)))
         elif form is CountForm.HOP_ROWS_TIME:
-            tail = _fill(_HOP_ROWS_TIME, m=_num(_rows(spec, spec.slide)), d=_num(_extent(spec, spec.size)))
+            d = _extent(spec, spec.size)
+            tail = _fill(_HOP_ROWS_TIME, m=_num(_rows(spec, spec.slide)), d=_num(d), reach=_num(abs(d - 1000)))
+            if d < 1000:  # ts_r + d - 1 ms is before ts_r: a window shorter than 1 ms holds no row
+                frame = next(f for f in tail.find_all(exp.WindowSpec) if f.args.get("end_side") == "FOLLOWING")
+                frame.set("end_side", "PRECEDING")
         else:
             s = _extent(spec, spec.slide)
             bucket = self._bucket(spec, exp.column("__sw_us"), s)

@@ -41,6 +41,9 @@ def _token_error(text: str, error: TokenError) -> SqlwinError:
     if missing:
         line, col = _position(text, int(missing.group(2)))
         return SqlwinError(f"unterminated literal or comment: missing the closing {missing.group(1)}", line, col)
+    comment = text.rfind("/*")
+    if comment >= 0 and "*/" not in text[comment + 2:]:
+        return SqlwinError("unterminated comment: missing the closing */", *_position(text, comment))
     line, col = _position(text, error.start) if error.start is not None else (None, None)
     return SqlwinError(f"cannot tokenize: {cause}", line, col)
 

@@ -41,12 +41,12 @@ class ClauseParserMixin(_Base):
         start = self._curr
         value = self._parse_bitwise()
         if value is None:
-            self.raise_error(f"expected an interval {context}")
+            self._fail(f"expected an interval {context}")
         return self._mark(value, start)
 
     def _parse_count(self, context: str) -> exp.Expr:
         if self._curr.token_type != TokenType.NUMBER:
-            self.raise_error(f"expected a number {context}")
+            self._fail(f"expected a number {context}")
         start = self._curr
         return self._mark(self._parse_primary(), start)
 
@@ -57,13 +57,18 @@ class ClauseParserMixin(_Base):
         start = self._curr
         if key == "lateness":
             grace = self._word() == "GRACE"
-            self._advance(2)
+            self._advance()
+            second = "PERIOD" if grace else "LATENESS"
+            if not self._match_text_seq(second):
+                self._fail(f"expected {second} after {start.text.upper()}")
             context = "after GRACE PERIOD" if grace else "after ALLOWED LATENESS"
             node: exp.Expr = n.AllowedLateness(this=self._parse_interval_arg(context), grace=grace or None)
         elif key == "late_rows_to":
-            self._advance(2)
+            self._advance()
+            if not self._match(TokenType.ROWS):
+                self._fail("expected ROWS TO after LATE")
             if not self._match_text_seq("TO"):
-                self.raise_error("expected TO after LATE ROWS")
+                self._fail("expected TO after LATE ROWS")
             node = n.LateRowsTo(this=self._parse_streaming_table_name())
         elif key == "evict":
             node = self._parse_evict()
@@ -80,11 +85,11 @@ class ClauseParserMixin(_Base):
         evictor: exp.Expr
         if self._match(TokenType.KEEP):
             if not self._match_text_seq("LAST"):
-                self.raise_error("expected LAST after KEEP")
+                self._fail("expected LAST after KEEP")
             if self._curr.token_type == TokenType.NUMBER:
                 count = self._parse_count("after KEEP LAST")
                 if not self._match(TokenType.ROWS):
-                    self.raise_error("expected ROWS after KEEP LAST n")
+                    self._fail("expected ROWS after KEEP LAST n")
                 evictor = n.EvictKeepLastRows(this=count)
             else:
                 evictor = n.EvictKeepLastInterval(this=self._parse_interval_arg("or n ROWS after KEEP LAST"))
@@ -92,15 +97,15 @@ class ClauseParserMixin(_Base):
             self._advance(2)
             this = self._parse_disjunction()
             if this is None:
-                self.raise_error("expected an expression in DELTA(...)")
+                self._fail("expected an expression in DELTA(...)")
             self._expect(TokenType.R_PAREN, "')'", "to close DELTA(")
             self._expect(TokenType.LT, "'<' threshold", "after DELTA(expr)")
             threshold = self._parse_bitwise()
             if threshold is None:
-                self.raise_error("expected a threshold after DELTA(expr) <")
+                self._fail("expected a threshold after DELTA(expr) <")
             evictor = n.EvictDelta(this=this, expression=threshold)
         else:
-            self.raise_error(
+            self._fail(
                 "expected KEEP LAST n ROWS, KEEP LAST interval or DELTA(expr) < threshold after EVICT"
             )
         return n.Evict(this=self._node(evictor, start), after=after)
@@ -109,7 +114,7 @@ class ClauseParserMixin(_Base):
         self._advance()
         if self._match(TokenType.WITH):
             if not self._match(TokenType.TRIGGER) and not self._match_text_seq("TRIGGER"):
-                self.raise_error("expected TRIGGER after EMIT WITH")
+                self._fail("expected TRIGGER after EMIT WITH")
             trigger = self._parse_trigger()
             mode = self._word() if self._word() in ("ACCUMULATING", "DISCARDING") else None
             if mode:
@@ -120,11 +125,12 @@ class ClauseParserMixin(_Base):
         if self._match_text_seq("CHANGES"):
             return n.Emit(sugar="CHANGES")
         if self._match(TokenType.ON):
-            if not self._match_text_seq("WINDOW", "CLOSE"):
-                self.raise_error("expected WINDOW CLOSE after EMIT ON")
+            if not self._match(TokenType.WINDOW):
+                self._fail("expected WINDOW CLOSE after EMIT ON")
+            if not self._match_text_seq("CLOSE"):
+                self._fail("expected CLOSE after EMIT ON WINDOW")
             return n.Emit(sugar="ON WINDOW CLOSE")
-        self.raise_error("expected WITH TRIGGER, FINAL, ON WINDOW CLOSE or CHANGES after EMIT")
-        raise AssertionError  # unreachable: raise_error raises
+        self._fail("expected WITH TRIGGER, FINAL, ON WINDOW CLOSE or CHANGES after EMIT")
 
     # ------------------------------------------------------------------ triggers
 
@@ -160,17 +166,17 @@ class ClauseParserMixin(_Base):
             self._advance()
             node = self._parse_after()
         else:
-            self.raise_error("expected a trigger (AFTER ..., REPEATEDLY, EVERY, NEVER or '(')")
+            self._fail("expected a trigger (AFTER ..., REPEATEDLY, EVERY, NEVER or '(')")
         return self._node(node, start)
 
     def _parse_every(self) -> exp.Expr:
         if self._curr.token_type == TokenType.NUMBER:
             count = self._parse_count("after EVERY")
             if not self._match(TokenType.ROWS):
-                self.raise_error("expected ROWS after EVERY n")
+                self._fail("expected ROWS after EVERY n")
             return n.TriggerEveryRows(this=count)
         if self._curr.token_type != TokenType.INTERVAL:
-            self.raise_error("expected n ROWS or an interval after EVERY")
+            self._fail("expected n ROWS or an interval after EVERY")
         return n.TriggerEveryInterval(this=self._parse_interval_arg("after EVERY"))
 
     def _parse_after(self) -> exp.Expr:
@@ -186,13 +192,13 @@ class ClauseParserMixin(_Base):
         if word == "PROCESSING":
             self._advance()
             if not self._match_text_seq("TIME"):
-                self.raise_error("expected TIME after AFTER PROCESSING")
+                self._fail("expected TIME after AFTER PROCESSING")
             delay = aligned = offset = None
             if self._match_text_seq("DELAY"):
                 delay = self._parse_interval_arg("after DELAY")
             if self._match_text_seq("ALIGNED"):
                 if not self._match_text_seq("TO"):
-                    self.raise_error("expected TO after ALIGNED")
+                    self._fail("expected TO after ALIGNED")
                 aligned = self._parse_interval_arg("after ALIGNED TO")
                 if self._match_text_seq("OFFSET"):
                     offset = self._parse_interval_arg("after OFFSET")
@@ -209,8 +215,7 @@ class ClauseParserMixin(_Base):
                 triggers.append(self._parse_trigger())
             self._expect(TokenType.R_PAREN, "')' or ','", f"in AFTER {word} (...)")
             return kinds[word](expressions=triggers)
-        self.raise_error("expected WATERMARK, PROCESSING TIME, COUNT, ANY, ALL or EACH after AFTER")
-        raise AssertionError  # unreachable: raise_error raises
+        self._fail("expected WATERMARK, PROCESSING TIME, COUNT, ANY, ALL or EACH after AFTER")
 
     # ------------------------------------------------------------------ stream statements
 
@@ -224,7 +229,7 @@ class ClauseParserMixin(_Base):
             self._expect(TokenType.ALIAS, "AS <query>", "in CREATE STREAMING TABLE")
             query = self._parse_select(nested=True) if self._curr else None
             if query is None:
-                self.raise_error("expected a query after AS")
+                self._fail("expected a query after AS")
             return n.CreateStreamingTable(this=name, format=fmt, options=options, expression=query)
         self._advance()  # STREAM
         name = self._parse_streaming_table_name()
@@ -237,19 +242,19 @@ class ClauseParserMixin(_Base):
             start = self._curr
             if self._match_text_seq("WATERMARK", "FOR"):
                 if watermark is not None:
-                    self.raise_error("duplicate WATERMARK definition", start)
+                    self._fail("duplicate WATERMARK definition", start)
                 watermark = self._parse_watermark_def(start)
             elif self._next.token_type == TokenType.ALIAS:
                 name_id = self._parse_id_var(any_token=True)
                 self._advance()  # AS
                 expr = self._parse_disjunction()
                 if expr is None:
-                    self.raise_error("expected an expression after AS")
+                    self._fail("expected an expression after AS")
                 columns.append(self._node(n.ComputedColumn(this=name_id, expression=expr), start))
             else:
                 column = self._parse_field_def()
                 if not isinstance(column, exp.ColumnDef) or not column.args.get("kind"):
-                    self.raise_error("expected a column definition (name type)", start)
+                    self._fail("expected a column definition (name type)", start)
                 columns.append(self._mark(column, start))
             if not self._match(TokenType.COMMA):
                 break
@@ -268,20 +273,20 @@ class ClauseParserMixin(_Base):
         else:
             source = self._node(n.TableArg(this=self._parse_streaming_table_name()), start)
         if not (self._match_text_seq("ARRIVAL") and self._match(TokenType.ORDER_BY)):
-            self.raise_error("expected ARRIVAL ORDER BY after FROM TABLE t")
+            self._fail("expected ARRIVAL ORDER BY after FROM TABLE t")
         order = self._parse_csv(self._parse_ordered)
         if not order:
-            self.raise_error("expected a column after ARRIVAL ORDER BY")
+            self._fail("expected a column after ARRIVAL ORDER BY")
         micro_batch = None
         if self._match_text_seq("MICRO", "BATCH", "BY"):
             micro_start = self._curr
             micro_batch = self._parse_disjunction()
             if micro_batch is None:
-                self.raise_error("expected an expression after MICRO BATCH BY")
+                self._fail("expected an expression after MICRO BATCH BY")
             self._mark(micro_batch, micro_start)
         wm_start = self._curr
         if not self._match_text_seq("WATERMARK", "FOR"):
-            self.raise_error("expected WATERMARK FOR column AS expression")
+            self._fail("expected WATERMARK FOR column AS expression")
         watermark = self._parse_watermark_def(wm_start)
         return n.CreateReplayStream(this=name, source=source, arrival_order=order,
                                     micro_batch=micro_batch, watermark=watermark)
@@ -290,12 +295,12 @@ class ClauseParserMixin(_Base):
         """After ``WATERMARK FOR``: ``col AS expr``."""
         column = self._parse_id_var()
         if column is None:
-            self.raise_error("expected a column after WATERMARK FOR")
+            self._fail("expected a column after WATERMARK FOR")
         self._expect(TokenType.ALIAS, "AS", "after WATERMARK FOR column")
         expr_start = self._curr
         expr = self._parse_disjunction()
         if expr is None:
-            self.raise_error("expected an expression after WATERMARK FOR column AS")
+            self._fail("expected an expression after WATERMARK FOR column AS")
         self._mark(expr, expr_start)
         return self._node(n.WatermarkDef(this=column, expression=expr), start)
 
@@ -305,7 +310,7 @@ class ClauseParserMixin(_Base):
         start = self._curr
         fmt = self._parse_var(any_token=True)
         if fmt is None:
-            self.raise_error("expected a format (json, csv, parquet, rate, ...) after USING")
+            self._fail("expected a format (json, csv, parquet, rate, ...) after USING")
         return self._mark(exp.var(fmt.name.lower()), start)
 
     def _parse_stream_options(self) -> list[exp.Expr] | None:
@@ -323,7 +328,7 @@ class ClauseParserMixin(_Base):
                 while True:
                     token = self._advance_any()
                     if token is None or token.token_type in (TokenType.COMMA, TokenType.L_PAREN):
-                        self.raise_error("expected an option name", token or self._curr)
+                        self._fail("expected an option name", token or self._curr)
                     parts.append(token.text)
                     if not self._match(TokenType.DOT):
                         break
@@ -331,7 +336,7 @@ class ClauseParserMixin(_Base):
             self._match(TokenType.EQ)
             value = self._parse_bitwise()
             if value is None:
-                self.raise_error(f"expected a value for option {key.name}")
+                self._fail(f"expected a value for option {key.name}")
             options.append(self._node(exp.Property(this=key, value=value), start))
             if not self._match(TokenType.COMMA):
                 break

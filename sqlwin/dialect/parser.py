@@ -14,7 +14,7 @@ import re
 import typing as t
 
 from sqlglot import exp
-from sqlglot.errors import ParseError
+from sqlglot.errors import ErrorLevel, ParseError
 from sqlglot.parsers.spark import SparkParser
 from sqlglot.tokens import Token, TokenType
 
@@ -57,12 +57,17 @@ def _friendly(message: str) -> str:
         return "expected a database name"
     match = _REQUIRED_RE.match(message)
     if match:
-        return f"incomplete {match.group(2)}: missing {match.group(1)}"
-    return message[:1].lower() + message[1:] if message[:2] != message[:2].upper() else message
+        clause = match.group(2).upper()
+        if clause in ("WHERE", "HAVING", "QUALIFY"):
+            return f"expected a condition after {clause}"
+        return f"expected an expression (incomplete {match.group(2)})"
+    return message[:1].lower() + message[1:] if message[1:2].islower() else message  # keep acronyms
 
 
 class SqlwinParser(ClauseParserMixin, SparkParser):
     FUNCTIONS = {**SparkParser.FUNCTIONS, "PROCTIME": n.Proctime.from_arg_list}
+
+    _in_group_by = False  # set while parsing GROUP BY keys (see _parse_disjunction)
 
     # ------------------------------------------------------------------ positions and errors
 
@@ -97,11 +102,20 @@ class SqlwinParser(ClauseParserMixin, SparkParser):
             text = message
         else:
             text = f"{_friendly(message)}, got {_describe(token)}"
-        raise ParseError.new(f"{text}. Line {line}, Col: {col}.", description=text, line=line, col=col)
+        error = ParseError.new(f"{text}. Line {line}, Col: {col}.", description=text, line=line, col=col)
+        if self.error_level != ErrorLevel.IMMEDIATE:  # sqlglot's RAISE/WARN levels collect errors
+            self.errors.append(error)
+            return
+        raise error
+
+    def _fail(self, message: str, token: Token | None = None) -> t.NoReturn:
+        """raise_error that always raises (sqlwin rules cannot go on after an error)."""
+        self.raise_error(message, token)
+        raise self.errors[-1]
 
     def _expect(self, token_type: TokenType, what: str, context: str) -> Token:
         if not self._match(token_type):
-            self.raise_error(f"expected {what} {context}")
+            self._fail(f"expected {what} {context}")
         return self._prev
 
     # ------------------------------------------------------------------ intervals
@@ -151,22 +165,44 @@ class SqlwinParser(ClauseParserMixin, SparkParser):
             and after.token_type == TokenType.L_PAREN
         )
 
+    def _window_tvf_ahead(self, offset: int = 0) -> str | None:
+        """'wrapped' for ``TABLE(TUMBLE(``, 'bare' for ``TUMBLE(`` at ``offset``, else None."""
+        token, after = self._tok(offset), self._tok(offset + 1)
+        if (
+            token
+            and token.token_type == TokenType.TABLE
+            and after
+            and after.token_type == TokenType.L_PAREN
+            and self._is_tvf_name(self._tok(offset + 2), self._tok(offset + 3))
+        ):
+            return "wrapped"
+        before = self._tok(offset - 1)
+        if self._is_tvf_name(token, after) and not (before and before.token_type == TokenType.DOT):
+            return "bare"
+        return None
+
+    def _parse_join(self, skip_join_token: bool = False, parse_bracket: bool = False,
+                    alias_tokens: t.Collection[TokenType] | None = None) -> exp.Join | None:
+        # ``FROM t, TUMBLE(...)``: stock sqlglot tries the table after a comma and swallows its
+        # errors; a window TVF there is certain, so its errors must reach the user.
+        if self._curr.token_type == TokenType.COMMA and self._window_tvf_ahead(1):
+            self._advance()
+            return self.expression(exp.Join(this=self._parse_window_tvf()))
+        return super()._parse_join(skip_join_token, parse_bracket, alias_tokens)
+
     def _parse_window_tvf(self) -> n.WindowTVF | None:
         """``TUMBLE(...)`` or ``TABLE(TUMBLE(...))`` in a FROM/JOIN position, with its alias."""
         start = self._curr
-        wrapped = (
-            start.token_type == TokenType.TABLE
-            and self._next.token_type == TokenType.L_PAREN
-            and self._is_tvf_name(self._tok(2), self._tok(3))
-        )
+        form = self._window_tvf_ahead()
+        if form is None:
+            return None
+        wrapped = form == "wrapped"
         if wrapped:
             self._advance(2)
-        elif not self._is_tvf_name(self._curr, self._next) or self._prev.token_type == TokenType.DOT:
-            return None
         name = self._curr.text.upper()
         self._advance(2)
         if self._curr.token_type == TokenType.R_PAREN:
-            self.raise_error(f"expected the arguments of {name}")
+            self._fail(f"expected the arguments of {name}")
         args = self._parse_tvf_args()
         self._expect(TokenType.R_PAREN, "')'", f"to close the arguments of {name}")
         if wrapped:
@@ -182,7 +218,7 @@ class SqlwinParser(ClauseParserMixin, SparkParser):
         while True:
             arg = self._parse_tvf_arg()
             if arg is None:
-                self.raise_error("expected an argument")
+                self._fail("expected an argument")
             args.append(arg)
             if not self._match(TokenType.COMMA):
                 return args
@@ -202,7 +238,7 @@ class SqlwinParser(ClauseParserMixin, SparkParser):
             self._advance(2)
             value = self._parse_tvf_value()
             if value is None:
-                self.raise_error(f"expected a value after {name} =>")
+                self._fail(f"expected a value after {name} =>")
             return self._mark(self.expression(exp.Kwarg(this=exp.var(name), expression=value)), start)
         return self._parse_tvf_value()
 
@@ -219,13 +255,13 @@ class SqlwinParser(ClauseParserMixin, SparkParser):
             self._advance(2)
             columns = self._parse_csv(self._parse_column)
             if not columns:
-                self.raise_error("expected DESCRIPTOR(column)")
+                self._fail("expected DESCRIPTOR(column)")
             self._expect(TokenType.R_PAREN, "')'", "to close DESCRIPTOR(")
             node = self.expression(n.Descriptor(expressions=columns))
         elif self._match(TokenType.ROWS):
             count = self._parse_bitwise()
             if count is None:
-                self.raise_error("expected a row count after ROWS")
+                self._fail("expected a row count after ROWS")
             node = self.expression(n.RowsExtent(this=count))
         else:
             node = self._parse_lambda()
@@ -239,7 +275,7 @@ class SqlwinParser(ClauseParserMixin, SparkParser):
             if self._curr.token_type in self.SELECT_START_TOKENS:
                 query = self._parse_select(nested=True)
                 if query is None:
-                    self.raise_error("expected a query after TABLE(")
+                    self._fail("expected a query after TABLE(")
                 this = query if isinstance(query, exp.Subquery) else self.expression(
                     exp.Subquery(this=query))
             else:
@@ -248,7 +284,7 @@ class SqlwinParser(ClauseParserMixin, SparkParser):
             wrapped = True
         else:
             if self._curr.token_type not in self.ID_VAR_TOKENS | {TokenType.IDENTIFIER}:
-                self.raise_error("expected a table name or '(' after TABLE")
+                self._fail("expected a table name or '(' after TABLE")
             this = self._parse_table_parts(schema=True)
             wrapped = False
         partition_by = order_by = None
@@ -286,7 +322,7 @@ class SqlwinParser(ClauseParserMixin, SparkParser):
                 self._advance()
                 keys.append(method())
         if not keys or any(k is None for k in keys):
-            self.raise_error(f"expected a column after {what}")
+            self._fail(f"expected a column after {what}")
         return t.cast(list[exp.Expr], keys)
 
     def _parse_group(self, skip_group_by_token: bool = False) -> exp.Group | None:
@@ -294,6 +330,19 @@ class SqlwinParser(ClauseParserMixin, SparkParser):
         # ``GROUP BY window(ts, '10 minutes')`` failed; parse leading window(...) keys here.
         if not skip_group_by_token and not self._match(TokenType.GROUP_BY):
             return None
+        in_group_by, self._in_group_by = self._in_group_by, True
+        try:
+            return self._parse_group_keys()
+        finally:
+            self._in_group_by = in_group_by
+
+    def _parse_disjunction(self) -> exp.Expr | None:
+        # After ``GROUP BY k WITH ROLLUP`` stock sqlglot reads on for more keys: stop at a clause.
+        if self._in_group_by and self._clause_ahead():
+            return None
+        return super()._parse_disjunction()
+
+    def _parse_group_keys(self) -> exp.Group | None:
         leading: list[exp.Expr] = []
         more = True
         while self._curr.token_type == TokenType.WINDOW and self._next.token_type == TokenType.L_PAREN:
@@ -335,13 +384,21 @@ class SqlwinParser(ClauseParserMixin, SparkParser):
             return "late_rows_to"
         return None
 
+    def _clause_word(self) -> str | None:
+        """Like ``_clause_ahead`` where no alias can stand (after WHERE, GROUP BY, ...): the first
+        word decides, so that a misspelt rest gets a precise error from the clause parser."""
+        curr = self._curr
+        if curr and curr.token_type == TokenType.VAR:
+            return CLAUSE_WORDS.get(curr.text.upper())
+        return None
+
     def _parse_query_modifiers(self, this: t.Any) -> t.Any:
         this = super()._parse_query_modifiers(this)
-        while isinstance(this, exp.Select) and (key := self._clause_ahead()):
+        while isinstance(this, exp.Select) and (key := self._clause_ahead() or self._clause_word()):
             token = self._curr
             clause = self._parse_select_clause(key)
             if this.args.get(key):
-                self.raise_error(f"duplicate {CLAUSE_NAMES[key]} clause", token)
+                self._fail(f"duplicate {CLAUSE_NAMES[key]} clause", token)
             this.set(key, clause)
             this = super()._parse_query_modifiers(this)
         return this
@@ -378,7 +435,7 @@ class SqlwinParser(ClauseParserMixin, SparkParser):
 
     def _parse_streaming_table_name(self) -> exp.Table:
         if not self._curr or self._curr.token_type not in self.ID_VAR_TOKENS | {TokenType.IDENTIFIER}:
-            self.raise_error("expected a table name")
+            self._fail("expected a table name")
         return t.cast(exp.Table, self._parse_table_parts(schema=True))
 
     def _parse_explain(self) -> n.ExplainStatement:
@@ -386,10 +443,12 @@ class SqlwinParser(ClauseParserMixin, SparkParser):
         mode = self._prev.text.upper() if self._match_texts(EXPLAIN_MODES) else None
         inner = self._parse_statement() if self._curr else None
         if inner is None:
-            self.raise_error("expected a statement after EXPLAIN")
+            self._fail("expected a statement after EXPLAIN")
         return self.expression(n.ExplainStatement(this=inner, mode=mode))
 
 
 CLAUSE_NAMES = {"lateness": "ALLOWED LATENESS", "late_rows_to": "LATE ROWS TO", "evict": "EVICT",
                 "emit": "EMIT"}
+CLAUSE_WORDS = {"ALLOWED": "lateness", "GRACE": "lateness", "LATE": "late_rows_to", "EVICT": "evict",
+                "EMIT": "emit"}
 EXPLAIN_MODES = ("REWRITE", "EXTENDED", "CODEGEN", "COST", "FORMATTED")

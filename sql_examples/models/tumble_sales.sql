@@ -1,0 +1,5 @@
+{{ config(materialized='table') }}
+-- Total price per 10-minute tumbling window.
+SELECT window_start, window_end, COUNT(*) AS bids, SUM(price) AS total_price
+FROM TABLE(TUMBLE(TABLE {{ ref('stg_bids') }}, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES))
+GROUP BY window_start, window_end

@@ -1,0 +1,93 @@
+"""Bad input gets a SqlwinError naming line, column and what was expected (GRAMMAR 6), before
+anything runs. Positions are 1-based and point at the offending argument or call."""
+
+from __future__ import annotations
+
+import pytest
+
+import sqlwin
+from sqlwin import SqlwinError
+
+CATALOG = {"t": {"ts": "timestamp", "k": "string", "v": "int", "s": "string"}}
+
+CASES = [
+    ("SELECT * FROM HOP(TABLE t, DESCRIPTOR(ts))",
+     "line 1, col 15: HOP expects (TABLE t, DESCRIPTOR(col), slide, size [, offset]); got 2 arguments"),
+    ("SELECT *\nFROM TUMBLE(TABLE t, DESCRIPTOR(nope), INTERVAL '10' MINUTES)",
+     "line 2, col 22: TUMBLE: DESCRIPTOR column 'nope' is not a column of the input; it has ts, k, v, s"),
+    ("SELECT * FROM TUMBLE(TABLE t, DESCRIPTOR(s), INTERVAL '10' MINUTES)",
+     "line 1, col 31: TUMBLE: time column 's' must be TIMESTAMP or TIMESTAMP_NTZ, but it is STRING"),
+    ("SELECT * FROM TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '0' MINUTES)",
+     "line 1, col 47: TUMBLE size must be positive"),
+    ("SELECT * FROM TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '-5' MINUTES)", "TUMBLE size must be positive"),
+    ("SELECT * FROM HOP(TABLE t, DESCRIPTOR(ts), INTERVAL '0' MINUTES, INTERVAL '5' MINUTES)",
+     "HOP slide must be positive"),
+    ("SELECT * FROM CUMULATE(TABLE t, DESCRIPTOR(ts), INTERVAL '3' MINUTES, INTERVAL '10' MINUTES)",
+     "line 1, col 71: CUMULATE size (INTERVAL '10' MINUTE) must be a multiple of step (INTERVAL '3' MINUTE)"),
+    ("SELECT * FROM TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '10' MINUTES, INTERVAL '-10' MINUTES)",
+     "line 1, col 70: TUMBLE: |offset| (INTERVAL '10' MINUTE) must be less than the window size"),
+    ("SELECT * FROM TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '1' MONTH)", "MONTH intervals have no fixed length"),
+    ("SELECT * FROM CUMULATE(TABLE t, DESCRIPTOR(ts), ROWS 2, ROWS 10)", "CUMULATE counts time, not rows"),
+    ("SELECT * FROM SESSION(TABLE t, DESCRIPTOR(ts), ROWS 2)", "line 1, col 48: SESSION gap must be an INTERVAL"),
+    ("SELECT * FROM TUMBLE(TABLE t, DESCRIPTOR(ts), ROWS 0)", "ROWS n must be a positive integer, got 0"),
+    ("SELECT * FROM TUMBLE(TABLE t, DESCRIPTOR(ts), ROWS 3, INTERVAL '1' MINUTE)",
+     "line 1, col 55: TUMBLE: offset applies to time-based windows"),
+    ("SELECT * FROM TUMBLE(TABLE t PARTITION BY k, DESCRIPTOR(ts), INTERVAL '1' MINUTE)",
+     "PARTITION BY applies to SESSION and count (ROWS) windows"),
+    ("SELECT * FROM SESSION(TABLE t PARTITION BY zz, DESCRIPTOR(ts), INTERVAL '1' MINUTE)",
+     "line 1, col 45: SESSION: PARTITION BY column 'zz' is not a column of the input"),
+    ("SELECT * FROM TUMBLE(TABLE t, DESCRIPTOR(ts), SIZE => INTERVAL '1' MINUTE, SIZE => INTERVAL '1' MINUTE)",
+     "TUMBLE: parameter SIZE given twice"),
+    ("SELECT * FROM TUMBLE(TABLE t, DESCRIPTOR(ts), SIZZE => INTERVAL '1' MINUTE)", "TUMBLE has no parameter SIZZE"),
+    ("SELECT * FROM TUMBLE(t, DESCRIPTOR(ts), INTERVAL '1' MINUTE)",
+     "line 1, col 22: TUMBLE: expected TABLE name or TABLE(subquery) as the first argument"),
+    ("SELECT * FROM TUMBLE(TABLE t, ts, INTERVAL '1' MINUTE)", "expected DESCRIPTOR(time_column)"),
+    ("SELECT * FROM TUMBLE(TABLE t, DESCRIPTOR(ts), 10)", "TUMBLE size must be an INTERVAL"),
+    ("SELECT * FROM TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '10' MINUTES) EMIT FINAL",
+     "line 1, col 70: EMIT, ALLOWED LATENESS, LATE ROWS TO and EVICT apply to an aggregation"),
+    ("SELECT k, COUNT(*) FROM t GROUP BY k EMIT WITH TRIGGER AFTER WATERMARK",
+     "line 1, col 38: AFTER WATERMARK needs event-time windows"),
+    ("SELECT k, COUNT(*) FROM t GROUP BY k EMIT FINAL", "EMIT FINAL needs event-time windows"),
+    ("SELECT k, COUNT(*) FROM t GROUP BY k EMIT WITH TRIGGER AFTER COUNT 0", "AFTER COUNT must be a positive integer"),
+    ("SELECT k, COUNT(*) FROM t GROUP BY k ALLOWED LATENESS INTERVAL '1' MINUTE",
+     "the global window, which needs an EMIT WITH TRIGGER clause"),
+    ("SELECT * FROM TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '10' MINUTES", "line 1, col 68: expected ')'"),
+]
+
+
+@pytest.mark.parametrize(("sql", "message"), CASES)
+def test_errors_name_line_and_column(sql, message):
+    with pytest.raises(SqlwinError) as err:
+        sqlwin.rewrite(sql, catalog=CATALOG)
+    assert message in str(err.value)
+    assert str(err.value).startswith("line ")
+    assert err.value.line is not None and err.value.col is not None
+
+
+def test_global_window_with_trigger_is_accepted():
+    sql = "SELECT k, COUNT(*) FROM t GROUP BY k EMIT WITH TRIGGER EVERY 100 ROWS DISCARDING"
+    assert sqlwin.rewrite(sql, catalog=CATALOG) == "SELECT k, COUNT(*) FROM t GROUP BY k"
+
+
+def test_batch_emit_returns_final_results_sql():
+    sql = ("SELECT window_start, COUNT(*) FROM TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '1' MINUTE) "
+           "GROUP BY window_start, window_end ALLOWED LATENESS INTERVAL '5' MINUTES "
+           "EMIT WITH TRIGGER AFTER WATERMARK EARLY EVERY 2 ROWS ACCUMULATING")
+    out = sqlwin.rewrite(sql, catalog=CATALOG)
+    assert "EMIT" not in out.upper() and "LATENESS" not in out.upper()
+
+
+def test_spark_catalog_reports_missing_table(spark):
+    with pytest.raises(SqlwinError, match=r"line 1, col \d+: TUMBLE: cannot read the input: .*nosuch"):
+        sqlwin.sql(spark, "SELECT * FROM TUMBLE(TABLE nosuch, DESCRIPTOR(ts), INTERVAL '1' MINUTE)")
+
+
+def test_input_with_window_columns_is_rejected():
+    cat = {"w": {"ts": "timestamp", "window_start": "timestamp"}}
+    with pytest.raises(SqlwinError, match="already has column"):
+        sqlwin.rewrite("SELECT * FROM TUMBLE(TABLE w, DESCRIPTOR(ts), INTERVAL '1' MINUTE)", catalog=cat)
+
+
+def test_count_window_needs_schema():
+    with pytest.raises(SqlwinError, match="needs its schema"):
+        sqlwin.rewrite("SELECT * FROM TUMBLE(TABLE t, DESCRIPTOR(ts), ROWS 3)")
