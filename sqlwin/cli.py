@@ -61,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-rows", type=int, default=50, metavar="N",
                      help="print at most N rows per result (0: all; default 50)")
     run.add_argument("--no-progress", action="store_true", help="never draw the Spark progress line")
-    run.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark conf")
+    run.add_argument("--conf", action="append", default=[], type=_conf_item, metavar="KEY=VALUE",
+                     help="extra Spark conf (repeatable)")
     run.set_defaults(func=cmd_run)
 
     rw = sub.add_parser("rewrite", help="print the SQL that sqlwin produces for each statement",
@@ -80,6 +81,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("serve", help="start the Thrift (JDBC/ODBC) server; `sqlwin serve --help` for options",
                    add_help=False)
     return parser
+
+
+def _conf_item(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value
 
 
 def _version() -> str:
@@ -141,8 +149,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         else:
             print(f"error: no such file or folder: {path}", file=sys.stderr)
             return 1
-    conf = dict(item.split("=", 1) for item in args.conf)
-    spark = start_spark(conf)
+    spark = start_spark(dict(args.conf))
     out, err = consoles()
     runner = Runner(spark, out, err, plan=args.plan, max_rows=args.max_rows,
                     show_rewrite=args.show_rewrite, progress=not args.no_progress)
@@ -267,7 +274,8 @@ class Runner:
         from sqlwin.pipeline import execute_statement, split_statements
 
         self.spark.conf.set(FILE_DIR_CONF, source.directory)
-        statements = split_statements(source.text)
+        with self.guard(source, None):
+            statements = split_statements(source.text)
         for statement, start in zip(statements, statement_starts(source.text, statements), strict=True):
             with self.guard(source, start, statement):
                 with self.progress_line():
@@ -293,11 +301,12 @@ class Runner:
     def show(self, result: StatementResult, start: tuple[int, int] | None) -> None:
         where = f"line {start[0] + 1 + leading_lines(result.statement)}" if start else "statement"
         head = summarize(result.statement)
-        if self.show_rewrite and result.rewritten:
+        explain = re.match(r"EXPLAIN\b", head, re.IGNORECASE)
+        if self.show_rewrite and result.rewritten and not explain:
             self.out.print(f"-- {where}: {head}, rewritten:", style="dim", markup=False, highlight=False)
             print_sql(self.out, pretty_sql(result.rewritten) + "\n")
         df = result.dataframe
-        if re.match(r"EXPLAIN\b", head, re.IGNORECASE):
+        if explain:
             self.out.print(f"-- {where}: {head}", style="dim", markup=False, highlight=False)
             text = result.message if df is None else "\n".join(str(r[0]) for r in df.collect())
             if re.match(r"EXPLAIN\s+REWRITE\b", head, re.IGNORECASE):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -26,6 +27,9 @@ def local_session(app_name: str = "sqlwin", conf: dict[str, Any] | None = None,
     """A local SparkSession with sqlwin's defaults (UTC, readable logs, no UI), sqlwin registered."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+    # Python workers must run this interpreter (with pyarrow and sqlwin), not whatever is on PATH
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name).master(master or os.environ.get("SQLWIN_MASTER", "local[2]"))

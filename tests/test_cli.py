@@ -126,8 +126,8 @@ def test_runner_prints_tables_statuses_and_caps_rows(spark):
                                        "SELECT id, id * 2 AS twice FROM seven ORDER BY id", max_rows=5)
     assert not failed, err
     assert out.startswith("OK: CREATE OR REPLACE TEMPORARY VIEW seven")
-    assert re.search(r"^4 │\s+8$", out, re.MULTILINE)
-    assert not re.search(r"^5 │", out, re.MULTILINE)
+    assert re.search(r"^ 4 │     8$", out, re.MULTILINE)
+    assert not re.search(r"^ 5 │", out, re.MULTILINE)
     assert "(7 rows, 2 more not shown: see --max-rows)" in out
 
 
@@ -148,12 +148,17 @@ def test_spark_errors_are_one_concise_message(spark):
     assert "Traceback" not in err and "at org.apache" not in err and "Project" not in err
 
 
-def test_runner_runs_a_folder_of_models(spark):
+def test_runner_runs_a_folder_of_models(spark, tmp_path: Path):
+    (tmp_path / "cli_base.sql").write_text("SELECT 1 AS x")
+    (tmp_path / "cli_next.sql").write_text("SELECT x + 1 AS y FROM {{ ref('cli_base') }}")
     out, err = io.StringIO(), io.StringIO()
     runner = cli.Runner(spark, Console(file=out, width=1000, no_color=True),
                         Console(file=err, width=1000, no_color=True), progress=False)
-    runner.run_models(EXAMPLES / "models")
-    assert "tumble_sales" in out.getvalue() and "models)" in out.getvalue(), err.getvalue()
+    runner.run_models(tmp_path)
+    lines = out.getvalue().splitlines()
+    assert lines[0].split("│")[0].strip() == "model", out.getvalue()
+    assert [ln.split("│")[0].strip() for ln in lines[2:4]] == ["cli_base", "cli_next"]
+    assert lines[-1] == "(2 models)"
 
 
 # ---------------------------------------------------------------------------- end to end
@@ -171,6 +176,12 @@ def test_run_prints_the_result_tables():
 def test_execute_then_a_failing_file(bad_file: Path):
     proc = sqlwin_cmd("run", "-e", "SELECT 40 + 2 AS answer", str(bad_file))
     assert_clean_error(proc)
-    assert re.search(r"^42$", proc.stdout, re.MULTILINE)
+    assert re.search(r"^ *42$", proc.stdout, re.MULTILINE)
     assert "error: line 5, col 6: HOP expects" in proc.stderr
     assert f"--> {bad_file}:5:6" in proc.stderr
+
+
+def test_serve_is_wired_to_the_server():
+    proc = sqlwin_cmd("serve", "--help")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("usage: sqlwin serve")

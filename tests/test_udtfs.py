@@ -8,6 +8,8 @@ import os
 import sys
 from collections import Counter
 
+import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -18,6 +20,7 @@ import udtfs
 from sqlwin.core.timeunits import MICROS_PER_MILLI as MS
 from sqlwin.core.timeunits import MICROS_PER_MINUTE as MIN
 from sqlwin.plan.windows import Column, Relation, Rows, TimeType, WindowKind, WindowSpec
+from udtfs import _arrow
 
 # arrow UDTFs need pyarrow in the Python workers: run them with this interpreter (read when the
 # session fixture starts the SparkContext, after collection).
@@ -256,3 +259,10 @@ def test_spec_types_pass_through(spark):
     assert (str(row.d), row.s, row.b, row.arr, row.st.a, row.bin, row.window_index) == \
         ("1.500", "x", True, [1, 2], 1, None, 0)
     assert str(row.window_end) == "1969-12-31 23:59:59.501000"
+
+
+def test_count_order_ties_like_spark():
+    t = pa.table({"ts": [1, 1, 1, 1, 1, 0], "f": [1.0, float("nan"), None, -1.0, 1.0, 9.0],
+                  "s": ["b", "a", None, "x", "a", "z"], "l": [[1], [0], None, [2], [3], [4]]})
+    # ts, then f: NULL first, NaN last (Spark), then s; list columns are not tie-breakers
+    assert list(_arrow.count_order(t, np.array([1, 1, 1, 1, 1, 0]), 0)) == [5, 2, 3, 4, 0, 1]

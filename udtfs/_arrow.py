@@ -38,29 +38,38 @@ def time_type(ntz: bool) -> pa.DataType:
 
 def count_order(table: pa.Table, ts: np.ndarray, ts_col: int) -> np.ndarray:
     """Rows of one partition (NULL ts already dropped) in ``ts`` order, ties broken by every other
-    column in schema order, ascending, NULLS FIRST (ARCHITECTURE: count windows). Columns arrow
-    cannot rank (struct, list, map) are skipped as tie-breakers."""
+    column in schema order, ascending, NULLS FIRST, NaN above every number (Spark's order).
+    Columns arrow cannot rank (struct, list, map) are skipped as tie-breakers."""
     order = np.argsort(ts, kind="stable")
     s = ts[order]
     if len(s) < 2 or not (s[1:] == s[:-1]).any():
         return order
     keys = [ts]
     for i, col in enumerate(table.columns):
-        if i == ts_col:
-            continue
-        try:
-            rank = pc.rank(col, sort_keys="ascending", null_placement="at_start", tiebreaker="dense")
-        except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
-            continue
-        keys.append(rank.to_numpy(zero_copy_only=False).astype(np.int64))
+        if i != ts_col:
+            keys.extend(_sort_keys(col))
     return A.count_order(keys)
+
+
+def _sort_keys(col: pa.ChunkedArray) -> list[np.ndarray]:
+    if pa.types.is_floating(col.type):
+        values = col.to_numpy(zero_copy_only=False).astype(np.float64)  # NULL -> NaN
+        valid = col.is_valid().to_numpy(zero_copy_only=False)
+        nan = np.isnan(values) & valid
+        return [valid, nan, np.where(np.isnan(values), 0.0, values)]
+    try:
+        rank = pc.rank(col, sort_keys=[("c", "ascending", "at_start")], tiebreaker="dense")
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+        return []
+    return [rank.to_numpy(zero_copy_only=False).astype(np.int64)]
 
 
 def output(table: pa.Table, rows: np.ndarray, start: np.ndarray, end: np.ndarray, ntz: bool,
            index: np.ndarray | None = None) -> pa.Table:
     """The input rows at ``rows`` plus window_start, window_end, window_time [, window_index]."""
     t = time_type(ntz)
-    out = table.take(pa.array(rows, pa.int64()))
+    identity = len(rows) == table.num_rows and bool((rows == np.arange(len(rows))).all())
+    out = table if identity else table.take(pa.array(rows, pa.int64()))
     names = [*out.column_names, "window_start", "window_end", "window_time"]
     arrays = [*out.columns, pa.array(start, t), pa.array(end, t), pa.array(end - MILLI, t)]
     if index is not None:

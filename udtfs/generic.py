@@ -110,15 +110,25 @@ class _Buffered:
     def __init__(self, analyze_result: WindowAnalyzeResult) -> None:
         self.ts_name = analyze_result.ts_name
         self.ntz = analyze_result.ntz
+        self.ts_idx = -1
         self.rows: list[tuple] = []
         self.ts: list[int] = []
         self.params: tuple = ()
 
     def _add(self, row: Any) -> None:
         value = row[self.ts_name]
-        if value is not None:
+        if value is None:
+            return
+        us = _to_micros(value, self.ntz)
+        self.ts.append(us)
+        if self.ntz:
             self.rows.append(tuple(row))
-            self.ts.append(_to_micros(value, self.ntz))
+        else:  # hand the time back aware: a naive local time is ambiguous in a DST fall-back hour
+            if self.ts_idx < 0:
+                self.ts_idx = row.__fields__.index(self.ts_name)
+            values = list(row)
+            values[self.ts_idx] = _from_micros(us, False)
+            self.rows.append(tuple(values))
 
     def _emit(self, w: A.Windows) -> Any:
         ntz = self.ntz

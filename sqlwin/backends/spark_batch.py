@@ -43,7 +43,7 @@ class SparkBatchCompiler(WindowCompiler):
         """Spark SQL text; UDTF calls are spliced in here because their ``TABLE(...) PARTITION BY``
         argument syntax is Spark's own and has no sqlglot node."""
         sql = node.sql(dialect=D)
-        for marker, call in self._calls.items():
+        for marker, call in reversed(self._calls.items()):  # outer calls embed the inner markers
             sql = sql.replace(marker, call)
         return sql
 

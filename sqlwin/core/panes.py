@@ -1,0 +1,294 @@
+"""The pane driver: turns trigger firings into panes for one (key, window) per micro-batch (GRAMMAR 3-4).
+
+Flink's roles, Beam's rules. A ``PaneDriver`` is built once per query from the plan (trigger, mode,
+lateness, evictor); it keeps no per-window data. Each (key, window) has a ``WindowState`` of plain
+data that the caller stores (``to_dict``/``from_dict``). Per micro-batch the caller calls
+``driver.process(state, rows, watermark, processing_time)`` with the rows of that batch for that
+(key, window) and gets back at most one ``Pane`` (the rows its aggregate must be computed over) and the
+rows it dropped, with a reason. Rows are opaque: ids, tuples, anything the caller can aggregate later.
+
+Time is integer microseconds (``sqlwin.core.timeunits``); ``MIN_TIME``/``MAX_TIME`` stand for -/+infinity
+(the watermark before any row / at end of input, the end of the global window).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlwin.core.triggers import TriggerContext, TriggerState, build_machine
+from sqlwin.errors import SqlwinError
+from sqlwin.plan import triggers as plan
+
+MIN_TIME = -(2**63)
+MAX_TIME = 2**63 - 1
+GLOBAL_WINDOW = (MIN_TIME, MAX_TIME)
+
+DROP_LATE = "late"  # the watermark had reached window_end + allowed lateness
+DROP_CLOSED = "window closed"  # the window's trigger had finished
+
+
+def cleanup_time(window_end: int, allowed_lateness: int) -> int:
+    """When a window expires (Flink ``cleanupTime``): the one place lateness meets the window end.
+
+    Rows are still added while ``watermark < cleanup_time``; at ``watermark >= cleanup_time`` the window
+    emits what is left (``NEVER``, ``EMIT FINAL``) and its state can go. The global window expires only
+    at the end of input (``MAX_TIME``)."""
+    if window_end >= MAX_TIME - allowed_lateness:
+        return MAX_TIME
+    return window_end + allowed_lateness
+
+
+@dataclass(frozen=True)
+class Pane:
+    """One firing of one window. ``rows`` is the aggregate's input (everything so far when
+    ACCUMULATING, only ``new_rows`` when DISCARDING); ``evicted`` are rows an evictor removed."""
+
+    index: int
+    timing: plan.PaneTiming
+    is_final: bool
+    rows: tuple
+    new_rows: tuple
+    evicted: tuple = ()
+
+
+@dataclass(frozen=True)
+class Dropped:
+    row: Any
+    reason: str  # DROP_LATE or DROP_CLOSED
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    pane: Pane | None
+    dropped: tuple[Dropped, ...] = ()
+    expired: bool = False  # the window is past its cleanup time: the caller may delete its state
+
+
+@dataclass(frozen=True)
+class Timers:
+    """The next instants at which a window must be processed even without rows (None: no timer)."""
+
+    event_time: int | None
+    processing_time: int | None
+
+
+@dataclass
+class WindowState:
+    """Everything one (key, window) needs between micro-batches, as plain data."""
+
+    start: int
+    end: int
+    trigger: TriggerState = field(default_factory=TriggerState)
+    emitted: list = field(default_factory=list)  # rows already in a pane (kept only when ACCUMULATING)
+    pending: list = field(default_factory=list)  # rows since the previous pane
+    next_index: int = 0
+    non_early_emitted: bool = False  # an ON_TIME or LATE pane was emitted
+    had_on_time_rows: bool = False  # a row arrived while watermark < end (so an ON_TIME pane exists)
+    closed: bool = False  # the trigger finished: a tombstone until the cleanup time
+    expired: bool = False
+
+    def to_dict(self) -> dict:
+        return {"start": self.start, "end": self.end, "trigger": self.trigger.to_dict(),
+                "emitted": list(self.emitted), "pending": list(self.pending), "next_index": self.next_index,
+                "non_early_emitted": self.non_early_emitted, "had_on_time_rows": self.had_on_time_rows,
+                "closed": self.closed, "expired": self.expired}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> WindowState:
+        fields = dict(data)
+        fields["trigger"] = TriggerState.from_dict(data["trigger"])
+        fields["emitted"], fields["pending"] = list(data["emitted"]), list(data["pending"])
+        return cls(**fields)
+
+
+class Evictor:
+    """Flink evictors over a window's contents (arrival order) at each firing."""
+
+    def __init__(self, spec: plan.EvictSpec, row_time: Callable[[Any], int] | None = None,
+                 delta: Callable[[Any, Any], float] | None = None, threshold: float | None = None):
+        self.spec = spec
+        self.row_time = row_time
+        self.delta = delta
+        self.threshold = threshold
+        ev = spec.evictor
+        if isinstance(ev, plan.KeepLastInterval) and row_time is None:
+            raise ValueError("KEEP LAST interval needs row_time(row) -> micros")
+        if isinstance(ev, plan.DeltaEvictor) and (delta is None or threshold is None):
+            raise ValueError("DELTA(expr) < threshold needs delta(row, last_row) and the threshold value")
+
+    @property
+    def before(self) -> bool:
+        return self.spec.before
+
+    def keep(self, rows: Sequence) -> list[bool]:
+        """Which rows stay (CountEvictor, TimeEvictor, DeltaEvictor)."""
+        ev = self.spec.evictor
+        if not rows:
+            return []
+        if isinstance(ev, plan.KeepLastRows):
+            return [i >= len(rows) - ev.n for i in range(len(rows))]
+        if isinstance(ev, plan.KeepLastInterval):
+            newest = max(self.row_time(r) for r in rows)  # type: ignore[misc]
+            return [self.row_time(r) > newest - ev.micros for r in rows]  # type: ignore[misc]
+        last = rows[-1]
+        return [self.delta(r, last) < self.threshold for r in rows]  # type: ignore[misc, operator]
+
+
+class PaneDriver:
+    """Per query: the trigger machine, accumulation mode, lateness and evictor; per call: one window."""
+
+    def __init__(self, emit: plan.EmitSpec | None = None, lateness: plan.LatenessSpec | int = 0, *,
+                 global_window: bool = False, evictor: Evictor | None = None):
+        self.emit = emit or plan.EmitSpec()
+        self.lateness = lateness.allowed if isinstance(lateness, plan.LatenessSpec) else lateness
+        if self.lateness < 0:
+            raise SqlwinError("ALLOWED LATENESS must not be negative")
+        if global_window and plan.uses_watermark(self.emit.trigger):
+            raise SqlwinError("a trigger on the watermark (AFTER WATERMARK, EMIT FINAL, EMIT CHANGES) cannot "
+                              "fire in the global window, which never ends; use AFTER COUNT or AFTER PROCESSING TIME")
+        self.global_window = global_window
+        self.machine = build_machine(self.emit.trigger)
+        self.accumulating = self.emit.mode is plan.AccumulationMode.ACCUMULATING
+        self.evictor = evictor
+
+    # --- per window --------------------------------------------------------------------------------
+    def new_window(self, start: int, end: int) -> WindowState:
+        return WindowState(start, end)
+
+    def cleanup_time(self, state: WindowState) -> int:
+        return cleanup_time(state.end, self.lateness)
+
+    def timers(self, state: WindowState) -> Timers:
+        """Timers a streaming operator registers for this window: the trigger's, and its expiry."""
+        cleanup = self.cleanup_time(state)
+        if state.expired:
+            return Timers(None, None)
+        if state.closed:
+            return Timers(cleanup, None)
+        event, proc = self.machine.timers(self._context(state, MIN_TIME, MIN_TIME))
+        return Timers(cleanup if event is None else min(event, cleanup), proc)
+
+    def process(self, state: WindowState, rows: Iterable, watermark: int, processing_time: int) -> BatchOutcome:
+        """One micro-batch for one window: ``rows`` arrived in it (maybe none: a timer or no-data batch).
+
+        ``watermark`` is the one in force for the batch (computed at the end of the previous batch):
+        it classifies the rows and drives the trigger, which is evaluated once, after all rows are in.
+        Without rows and without a due timer the call changes nothing.
+        """
+        expiring = watermark >= self.cleanup_time(state)
+        added, dropped = self._classify(state, list(rows), expiring)
+        ctx = self._context(state, watermark, processing_time)
+        if added:
+            state.pending.extend(added)
+            state.had_on_time_rows = state.had_on_time_rows or watermark < state.end
+            ctx.new_rows = len(added)
+            self.machine.on_element(ctx)
+        pane = None
+        live = not (state.closed or state.expired)
+        if live and (added or expiring or self._timer_due(ctx)) and self.machine.should_fire(ctx):
+            finished = self.machine.on_fire(ctx)
+            pane = self._emit(state, watermark, final=finished or expiring, fired=True)
+            if finished:
+                self._close(state)
+        if expiring and not state.expired:
+            if pane is None and state.pending:
+                pane = self._emit(state, watermark, final=True, fired=False)
+            self._close(state)
+            state.expired = True
+        return BatchOutcome(pane, dropped, state.expired)
+
+    def merge(self, states: Sequence[WindowState], start: int, end: int, watermark: int,
+              processing_time: int) -> tuple[WindowState, tuple[Dropped, ...]]:
+        """Merge session windows into ``[start, end)`` (Beam ``onMerge``): rows and counts add up, the
+        earliest timers win. A window closed in any merging window stays closed (Beam ORs the finished
+        bits); the unemitted rows of the others are then returned as dropped (``window closed``)."""
+        merged = WindowState(start, end)
+        if any(s.closed for s in states):
+            merged.closed = True
+            return merged, tuple(Dropped(r, DROP_CLOSED) for s in states for r in s.pending)
+        for s in states:
+            merged.emitted.extend(s.emitted)
+            merged.pending.extend(s.pending)
+        merged.next_index = max((s.next_index for s in states), default=0)
+        merged.non_early_emitted = any(s.non_early_emitted for s in states)
+        merged.had_on_time_rows = any(s.had_on_time_rows for s in states)
+        self.machine.on_merge(self._context(merged, watermark, processing_time), [s.trigger for s in states])
+        return merged, ()
+
+    # --- internals ---------------------------------------------------------------------------------
+    def _context(self, state: WindowState, watermark: int, processing_time: int) -> TriggerContext:
+        return TriggerContext(state.trigger, state.end, watermark, processing_time)
+
+    def _classify(self, state: WindowState, rows: list, expiring: bool) -> tuple[list, tuple[Dropped, ...]]:
+        """Late past the cleanup time (checked first: an expired window keeps no tombstone), then closed."""
+        if state.expired or expiring:
+            return [], tuple(Dropped(r, DROP_LATE) for r in rows)
+        if state.closed:
+            return [], tuple(Dropped(r, DROP_CLOSED) for r in rows)
+        return rows, ()
+
+    def _timer_due(self, ctx: TriggerContext) -> bool:
+        event, proc = self.machine.timers(ctx)
+        return (event is not None and ctx.watermark >= event) or (proc is not None and ctx.processing_time >= proc)
+
+    def _timing(self, state: WindowState, watermark: int) -> plan.PaneTiming:
+        """EARLY before the end; the first pane at/after the end is ON_TIME if the window had on-time rows
+        and no ON_TIME/LATE pane yet (Beam ``PaneInfoTracker``); every other pane is LATE."""
+        if watermark < state.end:
+            return plan.PaneTiming.EARLY
+        if state.had_on_time_rows and not state.non_early_emitted:
+            return plan.PaneTiming.ON_TIME
+        return plan.PaneTiming.LATE
+
+    def _emit(self, state: WindowState, watermark: int, final: bool, fired: bool) -> Pane | None:
+        """Make the pane, or none: a firing without new rows emits only the ON_TIME pane (FIRE_ALWAYS)."""
+        timing = self._timing(state, watermark)
+        if not state.pending and not (fired and timing is plan.PaneTiming.ON_TIME):
+            return None
+        new_rows = tuple(state.pending)
+        contents = state.emitted + state.pending if self.accumulating else list(state.pending)
+        rows, evicted = tuple(contents), ()
+        if self.evictor is not None:
+            keep = self.evictor.keep(contents)
+            kept = [r for r, k in zip(contents, keep, strict=True) if k]
+            evicted = tuple(r for r, k in zip(contents, keep, strict=True) if not k)
+            if self.evictor.before:
+                rows = tuple(kept)
+            contents = kept
+        state.emitted = list(contents) if self.accumulating else []
+        state.pending = []
+        pane = Pane(state.next_index, timing, final, rows, new_rows, evicted)
+        state.next_index += 1
+        state.non_early_emitted = state.non_early_emitted or timing is not plan.PaneTiming.EARLY
+        return pane
+
+    def _close(self, state: WindowState) -> None:
+        """The trigger finished or the window expired: keep only the tombstone."""
+        state.closed = True
+        state.emitted, state.pending = [], []
+        state.trigger = TriggerState()
+
+
+class WatermarkTracker:
+    """``WATERMARK FOR ts AS ts - delay``: max ts seen minus the delay, never backwards; it advances
+    between micro-batches (``after_batch``) and goes to +infinity at the end of input."""
+
+    def __init__(self, delay: int = 0):
+        self.delay = delay
+        self.current = MIN_TIME
+
+    def after_batch(self, timestamps: Iterable[int]) -> int:
+        ts = [t for t in timestamps if t is not None]
+        if ts:
+            self.advance_to(max(ts) - self.delay)
+        return self.current
+
+    def advance_to(self, watermark: int) -> int:
+        self.current = max(self.current, min(watermark, MAX_TIME))
+        return self.current
+
+    def end_of_input(self) -> int:
+        self.current = MAX_TIME
+        return self.current

@@ -1,0 +1,522 @@
+"""The trigger engine (sqlwin.core.triggers, sqlwin.core.panes): transcripts, state machines, properties."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sqlwin.core import triggers as tm
+from sqlwin.core.panes import (
+    DROP_CLOSED,
+    DROP_LATE,
+    GLOBAL_WINDOW,
+    MAX_TIME,
+    MIN_TIME,
+    Evictor,
+    PaneDriver,
+    WatermarkTracker,
+    WindowState,
+    cleanup_time,
+)
+from sqlwin.core.timeunits import UNIT_MICROS, normalize_unit, window_start
+from sqlwin.dialect import parse_one
+from sqlwin.errors import SqlwinError
+from sqlwin.plan import triggers as plan
+from sqlwin.planner.clauses import plan_emit, plan_evict, plan_lateness
+
+CORPUS = Path(__file__).parent / "fixtures" / "trigger_transcripts.yaml"
+CASES = yaml.safe_load(CORPUS.read_text())["cases"]
+ON_TIME, EARLY, LATE = plan.PaneTiming.ON_TIME, plan.PaneTiming.EARLY, plan.PaneTiming.LATE
+
+
+# --- the transcript runner --------------------------------------------------------------------------
+
+def build_driver(case: dict, unit: int) -> PaneDriver:
+    """Plan the case's clauses from SQL text, as a user's query would be planned."""
+    clauses = []
+    if case.get("lateness"):
+        clauses.append(f"ALLOWED LATENESS INTERVAL '{case['lateness'] * unit}' MICROSECOND")
+    if case.get("evict"):
+        clauses.append(f"EVICT {case['evict']}")
+    if case.get("trigger"):
+        clauses.append(f"EMIT WITH TRIGGER {case['trigger']} {case.get('mode', '')}")
+    elif case.get("emit"):
+        clauses.append(f"EMIT {case['emit']}")
+    select = parse_one("SELECT k, COUNT(*) FROM t GROUP BY k " + " ".join(clauses))
+    evict = plan_evict(select.args.get("evict"))
+    evictor = Evictor(evict, row_time=lambda row: row[1]) if evict else None
+    return PaneDriver(plan_emit(select.args.get("emit")), plan_lateness(select),
+                      global_window=case["window"] == "global", evictor=evictor)
+
+
+def parse_row(row, unit: int) -> tuple[str, str, int]:
+    """``"key:id@ts"`` / ``"id@ts"`` / ``{id, ts, key}`` -> (key, id, ts micros)."""
+    if isinstance(row, dict):
+        return str(row.get("key", "k")), str(row["id"]), row["ts"] * unit
+    key, _, rest = row.rpartition(":")
+    rid, _, ts = rest.partition("@")
+    return key or "k", rid, int(ts) * unit
+
+
+def assign(case: dict, ts: int, unit: int) -> tuple[int, int]:
+    if case["window"] == "global":
+        return GLOBAL_WINDOW
+    size = case["window"]["tumble"] * unit
+    start = window_start(ts, size, case["window"].get("offset", 0) * unit)
+    return start, start + size
+
+
+def roundtrip(state: WindowState) -> WindowState:
+    """What a Spark operator does between batches: store the state as JSON and read it back."""
+    data = json.loads(json.dumps(state.to_dict()))
+    return WindowState.from_dict(data)
+
+
+def due(driver: PaneDriver, state: WindowState, watermark: int, proc: int) -> bool:
+    timers = driver.timers(state)
+    return ((timers.event_time is not None and watermark >= timers.event_time)
+            or (timers.processing_time is not None and proc >= timers.processing_time))
+
+
+def run_transcript(case: dict) -> None:
+    unit = UNIT_MICROS[normalize_unit(case.get("time_unit", "SECOND"))]
+    driver = build_driver(case, unit)
+    explicit = case.get("watermark") == "explicit"
+    tracker = WatermarkTracker(0 if explicit else case.get("watermark", {}).get("delay", 0) * unit)
+    windows: dict[tuple, WindowState] = {}
+    proc = 0
+    seen, emitted, dropped_all = [], [], []
+
+    def show_window(key_window):
+        start, end = key_window[1:]
+        return "global" if (start, end) == GLOBAL_WINDOW else [start // unit, end // unit]
+
+    for number, step in enumerate(case["steps"]):
+        where = f"{case['name']} step {number}"
+        if step.get("end_of_input"):
+            assert not step.get("batch") and number == len(case["steps"]) - 1, where
+            tracker.end_of_input()
+        watermark = tracker.current
+        proc = step.get("processing_time", proc // unit) * unit
+        rows = [parse_row(r, unit) for r in step.get("batch") or []]
+        groups: dict[tuple, list] = {}
+        for key, rid, ts in rows:
+            groups.setdefault((key, *assign(case, ts, unit)), []).append((rid, ts))
+        targets = set(groups) | {w for w, s in windows.items() if due(driver, s, watermark, proc)}
+        panes, dropped = [], {}
+        for kw in sorted(targets):
+            state = windows.get(kw) or driver.new_window(kw[1], kw[2])
+            outcome = driver.process(state, groups.get(kw, []), watermark, proc)
+            if outcome.expired:
+                windows.pop(kw, None)
+            else:
+                windows[kw] = roundtrip(state)
+            for d in outcome.dropped:
+                dropped[d.row[0]] = d.reason
+            if outcome.pane is not None:
+                p = outcome.pane
+                emitted.extend(r[0] for r in p.new_rows)
+                panes.append({"key": kw[0], "window": show_window(kw), "index": p.index, "timing": p.timing.value,
+                              "final": p.is_final, "rows": sorted(r[0] for r in p.rows)})
+        seen.extend(r[1] for r in rows)
+        dropped_all.extend(dropped)
+        expected = []
+        for e in step.get("expect") or []:
+            e = {"key": "k", **e}
+            if "count" in e:
+                match = [p for p in panes if p["key"] == e["key"] and p["window"] == e["window"]]
+                assert match and len(match[0]["rows"]) == e["count"], where
+                e = {**{k: v for k, v in e.items() if k != "count"}, "rows": match[0]["rows"]}
+            expected.append({**e, "rows": sorted(str(r) for r in e["rows"])})
+        key_of = lambda p: (p["key"], str(p["window"]))  # noqa: E731
+        assert sorted(panes, key=key_of) == sorted(expected, key=key_of), where
+        assert dropped == {str(k): v for k, v in (step.get("dropped") or {}).items()}, where
+        if not step.get("end_of_input"):
+            if explicit:
+                if "watermark_after" in step:
+                    tracker.advance_to(step["watermark_after"] * unit)
+            else:
+                tracker.after_batch(ts for _, _, ts in rows)
+                if "watermark_after" in step:
+                    assert tracker.current == step["watermark_after"] * unit, f"{where}: watermark"
+    if case["steps"][-1].get("end_of_input"):
+        assert not windows, f"{case['name']}: windows left open after the end of input"
+        assert sorted(emitted + dropped_all) == sorted(seen), f"{case['name']}: a row disappeared"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_transcript(case):
+    if "error" in case:
+        with pytest.raises(SqlwinError, match=case["error"]):
+            build_driver(case, UNIT_MICROS["SECOND"])
+        return
+    run_transcript(case)
+
+
+def test_corpus_covers_every_trigger_kind():
+    text = CORPUS.read_text()
+    for word in ("AFTER WATERMARK", "AFTER PROCESSING TIME", "AFTER COUNT", "AFTER ANY", "AFTER ALL", "AFTER EACH",
+                 "REPEATEDLY", "UNTIL", "NEVER", "EVERY", "ALIGNED TO", "emit: FINAL", "emit: CHANGES",
+                 "DISCARDING", "end_of_input", "error:"):
+        assert word in text, word
+
+
+# --- state machines one by one ----------------------------------------------------------------------
+
+def ctx(state=None, end=10, watermark=MIN_TIME, proc=0, new_rows=0) -> tm.TriggerContext:
+    return tm.TriggerContext(state or tm.TriggerState(), end, watermark, proc, new_rows)
+
+
+def feed(machine, c, n=1):
+    c.new_rows = n
+    machine.on_element(c)
+
+
+def test_after_count():
+    m = tm.build_machine(plan.AfterCount(2))
+    c = ctx()
+    feed(m, c)
+    assert not m.should_fire(c)
+    feed(m, c)
+    assert m.should_fire(c)
+    assert m.on_fire(c) is True and m.is_finished(c)
+    m.clear(c)
+    assert not m.is_finished(c) and not m.should_fire(c)
+
+
+def test_after_processing_time_delay_and_alignment():
+    m = tm.build_machine(plan.AfterProcessingTime(delay=5, align_to=10, align_offset=3))
+    c = ctx(proc=4)
+    feed(m, c)
+    assert c.state.nodes[""]["fire_at"] == 13  # 4 + 5 = 9, rounded up to 13 on the grid 3, 13, 23
+    assert m.timers(c) == (None, 13)
+    c.processing_time = 12
+    feed(m, c)  # a later row does not move the timer
+    assert not m.should_fire(c)
+    c.processing_time = 13
+    assert m.should_fire(c) and m.on_fire(c)
+
+
+@pytest.mark.parametrize(("instant", "period", "offset", "expected"),
+                         [(0, 10, 0, 0), (1, 10, 0, 10), (10, 10, 0, 10), (-1, 10, 0, 0), (4, 10, 3, 13),
+                          (3, 10, 3, 3)])
+def test_align_up(instant, period, offset, expected):
+    assert tm.align_up(instant, period, offset) == expected
+
+
+def test_after_watermark_early_on_time_late():
+    m = tm.build_machine(plan.AfterWatermark(early=plan.AfterCount(2), late=plan.AfterCount(1)))
+    c = ctx(end=10, watermark=0)
+    feed(m, c, 2)
+    assert m.should_fire(c)
+    assert m.on_fire(c) is False  # early firings repeat
+    assert not m.should_fire(c)
+    assert m.timers(c) == (10, None)
+    c.watermark = 10
+    assert m.should_fire(c)  # end of window, no new rows needed
+    assert m.on_fire(c) is False
+    assert c.state.nodes[""]["late"] == 1 and m.timers(c) == (None, None)
+    assert not m.should_fire(c)
+    feed(m, c)
+    assert m.should_fire(c) and m.on_fire(c) is False
+
+
+def test_after_watermark_alone_finishes():
+    m = tm.build_machine(plan.AfterWatermark())
+    c = ctx(end=10, watermark=9)
+    feed(m, c)
+    assert not m.should_fire(c)
+    c.watermark = 10
+    assert m.should_fire(c) and m.on_fire(c) is True
+
+
+def test_repeatedly_resets_child():
+    m = tm.build_machine(plan.Repeatedly(plan.AfterCount(2)))
+    c = ctx()
+    feed(m, c, 3)
+    assert m.should_fire(c) and m.on_fire(c) is False
+    assert not m.should_fire(c) and not c.state.finished
+    feed(m, c, 2)
+    assert m.should_fire(c)
+
+
+def test_after_any_clears_the_child_that_did_not_fire():
+    m = tm.build_machine(plan.Repeatedly(plan.AfterAny((plan.AfterCount(2), plan.AfterCount(3)))))
+    c = ctx()
+    feed(m, c, 2)
+    m.on_fire(c)
+    feed(m, c, 1)
+    assert not m.should_fire(c)  # the 3-counter restarted with the pane
+
+
+def test_after_all_and_after_each():
+    every = tm.build_machine(plan.AfterAll((plan.AfterCount(1), plan.AfterCount(3))))
+    c = ctx()
+    feed(every, c, 2)
+    assert not every.should_fire(c)
+    feed(every, c, 1)
+    assert every.should_fire(c) and every.on_fire(c) is True
+    seq = tm.build_machine(plan.AfterEach((plan.AfterCount(1), plan.AfterCount(2))))
+    c = ctx()
+    feed(seq, c, 5)
+    assert seq.on_fire(c) is False
+    feed(seq, c, 1)  # the second step counts from zero
+    assert not seq.should_fire(c)
+    feed(seq, c, 1)
+    assert seq.should_fire(c) and seq.on_fire(c) is True
+
+
+def test_or_finally_and_never():
+    m = tm.build_machine(plan.OrFinally(plan.Repeatedly(plan.AfterCount(1)), plan.AfterCount(3)))
+    c = ctx()
+    for _ in range(2):
+        feed(m, c)
+        assert m.should_fire(c) and m.on_fire(c) is False
+    feed(m, c)
+    assert m.on_fire(c) is True
+    never = tm.build_machine(plan.Never())
+    c = ctx(watermark=MAX_TIME, proc=MAX_TIME)
+    feed(never, c, 100)
+    assert not never.should_fire(c) and never.timers(c) == (None, None)
+
+
+def test_build_machine_rejects_unknown():
+    with pytest.raises(TypeError):
+        tm.build_machine("AFTER COUNT 1")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        tm.build_machine(plan.AfterAny(()))
+
+
+def test_session_merge_adds_counts_and_keeps_earliest_timer():
+    driver = PaneDriver(plan.EmitSpec(plan.AfterAny((plan.AfterCount(3), plan.AfterProcessingTime(delay=10))),
+                                      plan.AccumulationMode.DISCARDING, True))
+    a, b = driver.new_window(0, 10), driver.new_window(5, 15)
+    driver.process(a, ["x"], MIN_TIME, 100)
+    driver.process(b, ["y"], MIN_TIME, 95)
+    merged, dropped = driver.merge([a, b], 0, 15, MIN_TIME, 100)
+    assert not dropped and merged.trigger.nodes["/0"]["count"] == 2 and driver.timers(merged).processing_time == 105
+    outcome = driver.process(merged, ["z"], MIN_TIME, 100)
+    assert outcome.pane is not None and sorted(outcome.pane.rows) == ["x", "y", "z"]
+
+
+def test_merge_into_a_closed_window_drops_the_others_rows():
+    driver = PaneDriver(plan.EmitSpec(plan.AfterCount(1)))
+    a, b = driver.new_window(0, 10), driver.new_window(5, 15)
+    assert driver.process(a, ["x"], MIN_TIME, 0).pane.is_final
+    driver.process(b, [], MIN_TIME, 0)
+    b.pending.append("y")  # as if b had an unemitted row
+    merged, dropped = driver.merge([a, b], 0, 15, MIN_TIME, 0)
+    assert merged.closed and [(d.row, d.reason) for d in dropped] == [("y", DROP_CLOSED)]
+
+
+def test_after_watermark_merge_reopens_early_phase():
+    driver = PaneDriver(plan.EmitSpec(plan.AfterWatermark(early=plan.AfterCount(5), late=plan.AfterCount(1))),
+                        lateness=100)
+    a = driver.new_window(0, 10)
+    driver.process(a, ["x"], MIN_TIME, 0)
+    assert driver.process(a, [], 10, 0).pane.timing is ON_TIME
+    b = driver.new_window(8, 20)
+    driver.process(b, ["y"], 10, 0)
+    merged, _ = driver.merge([a, b], 0, 20, 10, 0)  # the watermark (10) is before the merged end (20)
+    assert not merged.trigger.nodes.get("", {}).get("late")
+    assert driver.timers(merged).event_time == 20
+
+
+# --- the pane driver --------------------------------------------------------------------------------
+
+def test_cleanup_time_is_end_plus_lateness_and_infinite_for_global():
+    assert cleanup_time(10, 5) == 15
+    assert cleanup_time(MAX_TIME, 0) == MAX_TIME
+    assert cleanup_time(MAX_TIME - 3, 10) == MAX_TIME
+    assert PaneDriver(lateness=plan.LatenessSpec(7)).cleanup_time(WindowState(0, 10)) == 17
+
+
+def test_negative_lateness_is_rejected():
+    with pytest.raises(SqlwinError):
+        PaneDriver(lateness=-1)
+
+
+def test_timers_for_an_operator():
+    driver = PaneDriver(plan.EmitSpec(plan.AfterWatermark(early=plan.AfterProcessingTime(delay=30))), lateness=5)
+    state = driver.new_window(0, 10)
+    assert driver.timers(state).event_time == 10
+    driver.process(state, ["a"], 0, 100)
+    assert driver.timers(state) == type(driver.timers(state))(10, 130)
+    driver.process(state, [], 10, 100)  # ON_TIME, and AFTER WATERMARK alone finishes: closed
+    assert state.closed and driver.timers(state) == type(driver.timers(state))(15, None)
+    assert driver.process(state, [], 15, 100).expired
+    assert driver.timers(state).event_time is None
+
+
+def test_state_round_trip_is_plain_json():
+    driver = PaneDriver(plan.emit_changes(), lateness=10)
+    state = driver.new_window(0, 10)
+    driver.process(state, [["a", 1], ["b", 2]], 0, 0)
+    data = state.to_dict()
+    assert json.loads(json.dumps(data)) == data
+    back = WindowState.from_dict(json.loads(json.dumps(data)))
+    assert back.to_dict() == data
+    assert tm.TriggerState.from_dict(state.trigger.to_dict()) == state.trigger
+
+
+def test_empty_call_without_due_timer_is_a_no_op():
+    driver = PaneDriver(plan.EmitSpec(plan.Repeatedly(plan.AfterCount(2))))
+    state = driver.new_window(0, 10)
+    driver.process(state, ["a"], 0, 0)
+    before = state.to_dict()
+    assert driver.process(state, [], 0, 0).pane is None and state.to_dict() == before
+
+
+def test_delta_and_time_evictors():
+    keep_recent = Evictor(plan.EvictSpec(plan.KeepLastInterval(5), before=True), row_time=lambda r: r)
+    assert keep_recent.keep([1, 7, 3, 10]) == [False, True, False, True]
+    delta = Evictor(plan.EvictSpec(plan.DeltaEvictor(None, None)), delta=lambda r, last: abs(last - r), threshold=3)
+    assert delta.keep([1, 9, 8, 10]) == [False, True, True, True]
+    with pytest.raises(ValueError):
+        Evictor(plan.EvictSpec(plan.KeepLastInterval(5)))
+
+
+def test_evict_after_aggregates_first():
+    driver = PaneDriver(plan.EmitSpec(plan.Repeatedly(plan.AfterCount(2))),
+                        evictor=Evictor(plan.EvictSpec(plan.KeepLastRows(1), before=False)))
+    state = driver.new_window(*GLOBAL_WINDOW)
+    first = driver.process(state, ["a", "b"], MIN_TIME, 0).pane
+    assert first.rows == ("a", "b") and first.evicted == ("a",)
+    second = driver.process(state, ["c", "d"], MIN_TIME, 0).pane
+    assert second.rows == ("b", "c", "d") and second.evicted == ("b", "c")
+
+
+def test_watermark_tracker():
+    w = WatermarkTracker(delay=5)
+    assert w.current == MIN_TIME
+    assert w.after_batch([3, 12, None]) == 7
+    assert w.after_batch([1]) == 7
+    assert w.after_batch([]) == 7
+    assert w.advance_to(2) == 7
+    assert w.end_of_input() == MAX_TIME
+
+
+# --- properties ---------------------------------------------------------------------------------------
+
+def trigger_trees(watermark: bool) -> st.SearchStrategy:
+    leaves = [st.builds(plan.AfterCount, st.integers(1, 4)),
+              st.builds(plan.AfterProcessingTime, st.integers(0, 20),
+                        st.one_of(st.none(), st.integers(1, 15)), st.integers(0, 5)),
+              st.just(plan.Never())]
+    if watermark:
+        leaves.append(st.just(plan.AfterWatermark()))
+
+    def extend(children):
+        options = [st.builds(plan.Repeatedly, children),
+                   st.builds(plan.OrFinally, children, children),
+                   *(st.builds(kind, st.lists(children, min_size=1, max_size=3).map(tuple))
+                     for kind in (plan.AfterAny, plan.AfterAll, plan.AfterEach))]
+        if watermark:
+            optional = st.one_of(st.none(), children)
+            options.append(st.builds(plan.AfterWatermark, optional, optional))
+        return st.one_of(options)
+
+    return st.recursive(st.one_of(leaves), extend, max_leaves=5)
+
+
+@st.composite
+def scenarios(draw):
+    is_global = draw(st.booleans())
+    trigger = draw(trigger_trees(watermark=not is_global))
+    mode = draw(st.sampled_from(list(plan.AccumulationMode)))
+    lateness = draw(st.sampled_from([0, 5, 20]))
+    delay = draw(st.sampled_from([0, 3, 10]))
+    batches = draw(st.lists(st.lists(st.tuples(st.sampled_from("kl"), st.integers(0, 60)), max_size=4), max_size=10))
+    proc_steps = draw(st.lists(st.integers(0, 8), min_size=len(batches), max_size=len(batches)))
+    return is_global, trigger, mode, lateness, delay, batches, proc_steps
+
+
+def simulate(is_global, trigger, mode, lateness, delay, batches, proc_steps, *, serialize=False, idle_calls=False):
+    """A miniature operator over TUMBLE(10): returns {(key, window): [pane, ...]} and the dropped rows."""
+    driver = PaneDriver(plan.EmitSpec(trigger, mode, True), lateness, global_window=is_global)
+    tracker = WatermarkTracker(delay)
+    states: dict[tuple, WindowState] = {}
+    panes: dict[tuple, list] = {}
+    dropped: dict[int, str] = {}
+    proc, next_id = 0, 0
+
+    def run(kw, rows, watermark):
+        state = states.get(kw) or driver.new_window(kw[1], kw[2])
+        outcome = driver.process(state, rows, watermark, proc)
+        for d in outcome.dropped:
+            assert d.row[0] not in dropped
+            dropped[d.row[0]] = d.reason
+        if outcome.pane is not None:
+            panes.setdefault(kw, []).append(outcome.pane)
+        states[kw] = WindowState.from_dict(json.loads(json.dumps(state.to_dict()))) if serialize else state
+
+    for batch, step in [*zip(batches, proc_steps, strict=True), (None, 0)]:
+        end = batch is None
+        watermark = tracker.end_of_input() if end else tracker.current
+        proc += step
+        groups: dict[tuple, list] = {}
+        for key, ts in batch or []:
+            start, stop = GLOBAL_WINDOW if is_global else (ts - ts % 10, ts - ts % 10 + 10)
+            groups.setdefault((key, start, stop), []).append([next_id, ts])
+            next_id += 1
+        for kw in sorted(set(groups) | set(states)):
+            if idle_calls or kw in groups or _due(driver, states[kw], watermark, proc):
+                run(kw, groups.get(kw, []), watermark)
+                if idle_calls:
+                    run(kw, [], watermark)  # a second call with the same clocks must change nothing
+        if not end:
+            tracker.after_batch(ts for key, ts in batch)
+    return panes, dropped, next_id, states
+
+
+def _due(driver, state, watermark, proc):
+    timers = driver.timers(state)
+    return ((timers.event_time is not None and watermark >= timers.event_time)
+            or (timers.processing_time is not None and proc >= timers.processing_time))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_no_row_disappears_and_panes_are_well_formed(scenario):
+    panes, dropped, n_rows, states = simulate(*scenario)
+    mode = scenario[2]
+    assert all(s.expired for s in states.values())
+    in_panes = [r[0] for ps in panes.values() for p in ps for r in p.new_rows]
+    assert len(in_panes) == len(set(in_panes))  # each row is new in exactly one pane
+    assert set(in_panes).isdisjoint(dropped)  # never both dropped and in a pane
+    assert sorted([*in_panes, *dropped]) == list(range(n_rows))  # nothing disappears
+    assert set(dropped.values()) <= {DROP_LATE, DROP_CLOSED}
+    for ps in panes.values():
+        assert [p.index for p in ps] == list(range(len(ps)))
+        assert [p.is_final for p in ps[:-1]] == [False] * (len(ps) - 1)  # only the last pane may be final
+        order = {EARLY: 0, ON_TIME: 1, LATE: 2}
+        timings = [order[p.timing] for p in ps]
+        assert timings == sorted(timings) and timings.count(1) <= 1
+        so_far: list = []
+        for p in ps:
+            so_far.extend(p.new_rows)
+            if mode is plan.AccumulationMode.ACCUMULATING:
+                assert sorted(p.rows) == sorted(so_far)  # the last pane holds every row kept
+            else:
+                assert p.rows == p.new_rows  # panes partition the rows
+            assert p.rows or p.timing is ON_TIME  # only the ON_TIME pane may be empty
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_serialization_and_idle_calls_change_nothing(scenario):
+    expected = simulate(*scenario)[:2]
+    assert simulate(*scenario, serialize=True)[:2] == expected
+    assert simulate(*scenario, idle_calls=True)[:2] == expected
+
+
+def test_global_window_rejects_watermark_triggers_directly():
+    with pytest.raises(SqlwinError, match="global window"):
+        PaneDriver(plan.EmitSpec(plan.Repeatedly(plan.AfterAny((plan.AfterCount(1), plan.AfterWatermark())))),
+                   global_window=True)
+    PaneDriver(plan.EmitSpec(plan.Never()), global_window=True)
