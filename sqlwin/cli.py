@@ -32,7 +32,8 @@ EPILOG = """examples:
   sqlwin rewrite FILE [--target duckdb]         print the rewritten SQL, without running it
   sqlwin serve --port 10000                     JDBC/ODBC (HiveServer2) server speaking sqlwin SQL
 
-Files may reference their own folder as ${sqlwin.file_dir} (e.g. '${sqlwin.file_dir}/data/x.csv').
+A file may name its own folder as ${sqlwin.file_dir}, e.g. path '${sqlwin.file_dir}/data/x.csv'
+(Spark expands it from the session conf; for -e SQL it is the current folder).
 """
 FILE_DIR_CONF = "sqlwin.file_dir"
 SUMMARY_WIDTH = 72
@@ -242,7 +243,6 @@ def start_spark(conf: dict[str, str] | None = None) -> SparkSession:
     import warnings
 
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python workers (UDTFs) need our packages
     from sqlwin.session import local_session
 
     try:
@@ -448,7 +448,7 @@ def strip_comments(statement: str) -> str:
 def summarize(statement: str) -> str:
     """The statement on one line without comments, cut to ``SUMMARY_WIDTH`` characters."""
     text = " ".join(strip_comments(statement).split())
-    return text if len(text) <= SUMMARY_WIDTH else text[: SUMMARY_WIDTH - 1] + "…"
+    return text if len(text) <= SUMMARY_WIDTH else text[: SUMMARY_WIDTH - 1].rstrip() + "…"
 
 
 def fetch(df: DataFrame, max_rows: int) -> tuple[list[Any], int]:

@@ -172,6 +172,24 @@ def _order(models: dict[str, _Model]) -> list[_Model]:
     return order
 
 
+def _replace_table(spark: SparkSession, name: str, df: Any, file_format: str) -> None:
+    """Overwrite table ``name`` with ``df``.
+
+    With Spark's in-memory catalog a new process forgets the tables of the previous run while
+    their files stay in the warehouse, and Spark then refuses to create the table there
+    (LOCATION_ALREADY_EXISTS). Those files are this model's earlier output: remove them.
+    """
+    spark.sql(f"DROP VIEW IF EXISTS {_quote(name)}")  # a temp view of that name would shadow it
+    if not spark.catalog.tableExists(name):
+        jvm = spark.sparkContext._jvm
+        database = spark.catalog.getDatabase(spark.catalog.currentDatabase())
+        path = jvm.org.apache.hadoop.fs.Path(database.locationUri.rstrip("/") + "/" + name.lower())
+        fs = path.getFileSystem(spark._jsc.hadoopConfiguration())
+        if fs.exists(path):
+            fs.delete(path, True)
+    df.write.mode("overwrite").format(file_format).saveAsTable(name)
+
+
 def run_models(spark: SparkSession, path: str | Path, *, vars: dict[str, Any] | None = None,
                select: list[str] | None = None) -> list[ModelResult]:
     """Run every model of the folder ``path`` (or those in ``select`` and what they ref).
@@ -206,20 +224,20 @@ def run_models(spark: SparkSession, path: str | Path, *, vars: dict[str, Any] | 
                 wanted.add(name)
                 stack.extend(models[name].refs)
         order = [m for m in order if m.name in wanted]
+    from pyspark.errors import PySparkException
+
     results = []
     for model in order:
         started = time.perf_counter()
+        kind = model.config.get("materialized", "view")
         try:
             df = sqlwin_sql(spark, model.sql)
-        except SqlwinError as e:
+            if kind == "table":
+                _replace_table(spark, model.name, df, model.config.get("file_format", "parquet"))
+            else:
+                df.createOrReplaceTempView(model.name)
+        except (SqlwinError, PySparkException) as e:
             raise SqlwinError(f"model {model.name} ({model.path.name}): {e}") from None
-        kind = model.config.get("materialized", "view")
-        if kind == "table":
-            spark.sql(f"DROP VIEW IF EXISTS {_quote(model.name)}")
-            df.write.mode("overwrite").format(model.config.get("file_format", "parquet")) \
-                .saveAsTable(model.name)
-        else:
-            df.createOrReplaceTempView(model.name)
         results.append(ModelResult(model.name, kind, model.name, ", ".join(model.refs),
                                    round(time.perf_counter() - started, 3)))
     return results

@@ -21,6 +21,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,25 +91,37 @@ def _default_rewrite(spark: SparkSession, text: str) -> str:
 class _Rewriter:
     """The py4j callback behind ``sqlwin.Rewriter``: rewrites one statement for one session."""
 
+    MAX_SESSIONS = 64  # pyspark wrappers kept (each pins its JVM session until evicted)
+
     def __init__(self, sc: Any, rewrite: RewriteFn):
         self._sc = sc
         self._rewrite = rewrite
         self._lock = threading.Lock()
-        self._sessions: dict[str, SparkSession] = {}  # sessionUUID -> registered wrapper
+        self._sessions: OrderedDict[str, SparkSession] = OrderedDict()  # sessionUUID -> wrapper
 
     def _session(self, jsession: Any) -> SparkSession:
-        """A pyspark wrapper of the calling JVM session, with sqlwin's UDTFs registered once."""
+        """A pyspark wrapper of the calling JVM session, with sqlwin's UDTFs registered in it.
+
+        Wrappers are reused (they carry the per-session registry of UDTFs) for the most recent
+        sessions only, so closed JDBC sessions are not kept alive forever; a session whose
+        wrapper was evicted just registers its functions again.
+        """
         from pyspark.sql import SparkSession
 
         key = jsession.sessionUUID()
         with self._lock:
             spark = self._sessions.get(key)
-            if spark is None:
-                spark = SparkSession(self._sc, jsession)
-                from sqlwin.api import register
+            if spark is not None:
+                self._sessions.move_to_end(key)
+                return spark
+        spark = SparkSession(self._sc, jsession)
+        from sqlwin.api import register
 
-                register(spark)
-                self._sessions[key] = spark
+        register(spark)
+        with self._lock:
+            self._sessions[key] = spark
+            while len(self._sessions) > self.MAX_SESSIONS:
+                self._sessions.popitem(last=False)
         return spark
 
     def rewrite(self, sql: str, jsession: Any) -> str | None:
@@ -204,8 +217,6 @@ def serve(host: str = "127.0.0.1", port: int = 10000, *, auth_user: str | None =
         raise SqlwinError("serve() must start its own Spark (the parser extension is set at JVM "
                           "launch): call it before any SparkSession exists, or use ServerProcess")
     classes = compile_java()
-    # Python workers (sqlwin's UDTFs) must run this interpreter, not whatever python3 is on PATH.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     warehouse = warehouse or tempfile.mkdtemp(prefix="sqlwin-warehouse-")
     server_conf: dict[str, Any] = {
         "spark.driver.extraClassPath": str(classes),

@@ -55,6 +55,12 @@ def test_help_lists_the_commands():
         assert command in proc.stdout
 
 
+def test_serve_is_wired_to_the_server():
+    proc = sqlwin_cmd("serve", "--help")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("usage: sqlwin serve")
+
+
 def test_rewrite_prints_plain_spark_sql():
     proc = sqlwin_cmd("rewrite", "sql_examples/hop_bids.sql")
     assert proc.returncode == 0, proc.stderr
@@ -179,9 +185,3 @@ def test_execute_then_a_failing_file(bad_file: Path):
     assert re.search(r"^ *42$", proc.stdout, re.MULTILINE)
     assert "error: line 5, col 6: HOP expects" in proc.stderr
     assert f"--> {bad_file}:5:6" in proc.stderr
-
-
-def test_serve_is_wired_to_the_server():
-    proc = sqlwin_cmd("serve", "--help")
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("usage: sqlwin serve")

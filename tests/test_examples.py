@@ -10,9 +10,7 @@ every ``EXPLAIN REWRITE`` must produce SQL that returns the rows expected of the
 from __future__ import annotations
 
 import datetime as dt
-import os
 import re
-import sys
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -22,7 +20,6 @@ import pytest
 
 import sqlwin
 
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # UDTF workers need the venv's pyarrow
 EXAMPLES = Path(__file__).resolve().parent.parent / "sql_examples"
 FILES = sorted(EXAMPLES.glob("*.sql"))
 REQUIRED = {

@@ -20,6 +20,7 @@ from sqlwin.core.panes import (
     Evictor,
     PaneDriver,
     WatermarkTracker,
+    WindowPanes,
     WindowState,
     cleanup_time,
 )
@@ -77,18 +78,12 @@ def roundtrip(state: WindowState) -> WindowState:
     return WindowState.from_dict(data)
 
 
-def due(driver: PaneDriver, state: WindowState, watermark: int, proc: int) -> bool:
-    timers = driver.timers(state)
-    return ((timers.event_time is not None and watermark >= timers.event_time)
-            or (timers.processing_time is not None and proc >= timers.processing_time))
-
-
 def run_transcript(case: dict) -> None:
     unit = UNIT_MICROS[normalize_unit(case.get("time_unit", "SECOND"))]
     driver = build_driver(case, unit)
     explicit = case.get("watermark") == "explicit"
     tracker = WatermarkTracker(0 if explicit else case.get("watermark", {}).get("delay", 0) * unit)
-    windows: dict[tuple, WindowState] = {}
+    windows = WindowPanes(driver)
     proc = 0
     seen, emitted, dropped_all = [], [], []
 
@@ -105,17 +100,15 @@ def run_transcript(case: dict) -> None:
         proc = step.get("processing_time", proc // unit) * unit
         rows = [parse_row(r, unit) for r in step.get("batch") or []]
         groups: dict[tuple, list] = {}
-        for key, rid, ts in rows:
-            groups.setdefault((key, *assign(case, ts, unit)), []).append((rid, ts))
-        targets = set(groups) | {w for w, s in windows.items() if due(driver, s, watermark, proc)}
         panes, dropped = [], {}
-        for kw in sorted(targets):
-            state = windows.get(kw) or driver.new_window(kw[1], kw[2])
-            outcome = driver.process(state, groups.get(kw, []), watermark, proc)
-            if outcome.expired:
-                windows.pop(kw, None)
-            else:
-                windows[kw] = roundtrip(state)
+        if "session" in case["window"]:
+            gap = case["window"]["session"] * unit
+            groups, lost = windows.assign_sessions([(k, (rid, ts), ts) for k, rid, ts in rows], gap, watermark, proc)
+            dropped.update((d.row[0], d.reason) for d in lost)
+        else:
+            for key, rid, ts in rows:
+                groups.setdefault((key, *assign(case, ts, unit)), []).append((rid, ts))
+        for kw, outcome in windows.process(groups, watermark, proc):
             for d in outcome.dropped:
                 dropped[d.row[0]] = d.reason
             if outcome.pane is not None:
@@ -123,6 +116,7 @@ def run_transcript(case: dict) -> None:
                 emitted.extend(r[0] for r in p.new_rows)
                 panes.append({"key": kw[0], "window": show_window(kw), "index": p.index, "timing": p.timing.value,
                               "final": p.is_final, "rows": sorted(r[0] for r in p.rows)})
+        windows.states = {kw: roundtrip(state) for kw, state in windows.states.items()}
         seen.extend(r[1] for r in rows)
         dropped_all.extend(dropped)
         expected = []
@@ -145,7 +139,7 @@ def run_transcript(case: dict) -> None:
                 if "watermark_after" in step:
                     assert tracker.current == step["watermark_after"] * unit, f"{where}: watermark"
     if case["steps"][-1].get("end_of_input"):
-        assert not windows, f"{case['name']}: windows left open after the end of input"
+        assert not windows.states, f"{case['name']}: windows left open after the end of input"
         assert sorted(emitted + dropped_all) == sorted(seen), f"{case['name']}: a row disappeared"
 
 
@@ -391,6 +385,15 @@ def test_evict_after_aggregates_first():
     assert second.rows == ("b", "c", "d") and second.evicted == ("b", "c")
 
 
+def test_watermark_idle_timeout():
+    w = WatermarkTracker(delay=2, idle_timeout=10)
+    assert w.after_batch([], processing_time=0) == MIN_TIME  # no row yet: nothing to advance from
+    assert w.after_batch([20], processing_time=5) == 18
+    assert w.after_batch([], processing_time=14) == 18
+    assert w.after_batch([], processing_time=15) == 26  # as if a row at 18 + 10 had arrived
+    assert w.after_batch([], processing_time=35) == 42  # two more idle periods
+
+
 def test_watermark_tracker():
     w = WatermarkTracker(delay=5)
     assert w.current == MIN_TIME
@@ -426,72 +429,68 @@ def trigger_trees(watermark: bool) -> st.SearchStrategy:
 
 @st.composite
 def scenarios(draw):
-    is_global = draw(st.booleans())
-    trigger = draw(trigger_trees(watermark=not is_global))
+    kind = draw(st.sampled_from(["tumble", "session", "global"]))
+    trigger = draw(trigger_trees(watermark=kind != "global"))
     mode = draw(st.sampled_from(list(plan.AccumulationMode)))
     lateness = draw(st.sampled_from([0, 5, 20]))
     delay = draw(st.sampled_from([0, 3, 10]))
     batches = draw(st.lists(st.lists(st.tuples(st.sampled_from("kl"), st.integers(0, 60)), max_size=4), max_size=10))
     proc_steps = draw(st.lists(st.integers(0, 8), min_size=len(batches), max_size=len(batches)))
-    return is_global, trigger, mode, lateness, delay, batches, proc_steps
+    return kind, trigger, mode, lateness, delay, batches, proc_steps
 
 
-def simulate(is_global, trigger, mode, lateness, delay, batches, proc_steps, *, serialize=False, idle_calls=False):
-    """A miniature operator over TUMBLE(10): returns {(key, window): [pane, ...]} and the dropped rows."""
-    driver = PaneDriver(plan.EmitSpec(trigger, mode, True), lateness, global_window=is_global)
+def simulate(kind, trigger, mode, lateness, delay, batches, proc_steps, *, serialize=False, idle_calls=False):
+    """A miniature operator over TUMBLE(10), SESSION(gap 6) or the global window: returns
+    {(key, window): [pane, ...]}, the dropped rows, the number of rows and the states left."""
+    driver = PaneDriver(plan.EmitSpec(trigger, mode, True), lateness, global_window=kind == "global")
+    windows = WindowPanes(driver)
     tracker = WatermarkTracker(delay)
-    states: dict[tuple, WindowState] = {}
     panes: dict[tuple, list] = {}
     dropped: dict[int, str] = {}
     proc, next_id = 0, 0
-
-    def run(kw, rows, watermark):
-        state = states.get(kw) or driver.new_window(kw[1], kw[2])
-        outcome = driver.process(state, rows, watermark, proc)
-        for d in outcome.dropped:
-            assert d.row[0] not in dropped
-            dropped[d.row[0]] = d.reason
-        if outcome.pane is not None:
-            panes.setdefault(kw, []).append(outcome.pane)
-        states[kw] = WindowState.from_dict(json.loads(json.dumps(state.to_dict()))) if serialize else state
-
     for batch, step in [*zip(batches, proc_steps, strict=True), (None, 0)]:
-        end = batch is None
-        watermark = tracker.end_of_input() if end else tracker.current
+        watermark = tracker.end_of_input() if batch is None else tracker.current
         proc += step
+        rows = [(key, [next_id + i, ts], ts) for i, (key, ts) in enumerate(batch or [])]
+        next_id += len(rows)
         groups: dict[tuple, list] = {}
-        for key, ts in batch or []:
-            start, stop = GLOBAL_WINDOW if is_global else (ts - ts % 10, ts - ts % 10 + 10)
-            groups.setdefault((key, start, stop), []).append([next_id, ts])
-            next_id += 1
-        for kw in sorted(set(groups) | set(states)):
-            if idle_calls or kw in groups or _due(driver, states[kw], watermark, proc):
-                run(kw, groups.get(kw, []), watermark)
-                if idle_calls:
-                    run(kw, [], watermark)  # a second call with the same clocks must change nothing
-        if not end:
+        if kind == "session":
+            groups, lost = windows.assign_sessions(rows, 6, watermark, proc)
+            for d in lost:
+                assert d.row[0] not in dropped
+                dropped[d.row[0]] = d.reason
+        for key, row, ts in rows if kind != "session" else ():
+            start, stop = GLOBAL_WINDOW if kind == "global" else (ts - ts % 10, ts - ts % 10 + 10)
+            groups.setdefault((key, start, stop), []).append(row)
+        for kw, outcome in windows.process(groups, watermark, proc):
+            for d in outcome.dropped:
+                assert d.row[0] not in dropped
+                dropped[d.row[0]] = d.reason
+            if outcome.pane is not None:
+                panes.setdefault(kw, []).append(outcome.pane)
+        for state in windows.states.values() if idle_calls else ():
+            # a second call in the same batch emits nothing and changes no later pane
+            assert windows.driver.process(state, [], watermark, proc).pane is None
+        if serialize:
+            windows.states = {kw: WindowState.from_dict(json.loads(json.dumps(s.to_dict())))
+                              for kw, s in windows.states.items()}
+        if batch is not None:
             tracker.after_batch(ts for key, ts in batch)
-    return panes, dropped, next_id, states
-
-
-def _due(driver, state, watermark, proc):
-    timers = driver.timers(state)
-    return ((timers.event_time is not None and watermark >= timers.event_time)
-            or (timers.processing_time is not None and proc >= timers.processing_time))
+    return panes, dropped, next_id, windows.states
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_no_row_disappears_and_panes_are_well_formed(scenario):
     panes, dropped, n_rows, states = simulate(*scenario)
-    mode = scenario[2]
-    assert all(s.expired for s in states.values())
+    kind, mode = scenario[0], scenario[2]
+    assert not states  # every window expired at the end of input
     in_panes = [r[0] for ps in panes.values() for p in ps for r in p.new_rows]
     assert len(in_panes) == len(set(in_panes))  # each row is new in exactly one pane
     assert set(in_panes).isdisjoint(dropped)  # never both dropped and in a pane
     assert sorted([*in_panes, *dropped]) == list(range(n_rows))  # nothing disappears
     assert set(dropped.values()) <= {DROP_LATE, DROP_CLOSED}
-    for ps in panes.values():
+    for ps in panes.values() if kind != "session" else ():  # sessions: panes move to the merged window
         assert [p.index for p in ps] == list(range(len(ps)))
         assert [p.is_final for p in ps[:-1]] == [False] * (len(ps) - 1)  # only the last pane may be final
         order = {EARLY: 0, ON_TIME: 1, LATE: 2}
@@ -513,6 +512,20 @@ def test_serialization_and_idle_calls_change_nothing(scenario):
     expected = simulate(*scenario)[:2]
     assert simulate(*scenario, serialize=True)[:2] == expected
     assert simulate(*scenario, idle_calls=True)[:2] == expected
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(), st.sampled_from(["default", "final", "never"]))
+def test_one_final_pane_per_window(scenario, kind):
+    """Lateness 0 with the default trigger, and EMIT FINAL / NEVER with any lateness: one result per window."""
+    _, _, mode, lateness, delay, batches, proc_steps = scenario
+    trigger = {"default": plan.DEFAULT_TRIGGER, "final": plan.EmitFinal(), "never": plan.Never()}[kind]
+    panes, dropped, _, _ = simulate("tumble", trigger, mode, 0 if kind == "default" else lateness, delay,
+                                       batches, proc_steps)
+    for ps in panes.values():
+        assert len(ps) == 1 and ps[0].is_final and ps[0].index == 0
+        assert kind != "default" or ps[0].timing is ON_TIME
+    assert set(dropped.values()) <= {DROP_LATE}
 
 
 def test_global_window_rejects_watermark_triggers_directly():

@@ -1,11 +1,29 @@
 """The pane driver: turns trigger firings into panes for one (key, window) per micro-batch (GRAMMAR 3-4).
 
 Flink's roles, Beam's rules. A ``PaneDriver`` is built once per query from the plan (trigger, mode,
-lateness, evictor); it keeps no per-window data. Each (key, window) has a ``WindowState`` of plain
-data that the caller stores (``to_dict``/``from_dict``). Per micro-batch the caller calls
-``driver.process(state, rows, watermark, processing_time)`` with the rows of that batch for that
-(key, window) and gets back at most one ``Pane`` (the rows its aggregate must be computed over) and the
-rows it dropped, with a reason. Rows are opaque: ids, tuples, anything the caller can aggregate later.
+lateness, evictor); it keeps no per-window data. Each (key, window) has a ``WindowState`` of plain data
+that the caller stores (``to_dict``/``from_dict``). A streaming operator, per micro-batch, with ``W`` the
+watermark in force (computed at the end of the previous batch) and ``P`` the batch's processing time::
+
+    for (key, start, end), rows in this batch's rows by window, plus every window whose timers are due:
+        state = stored state, or driver.new_window(start, end)
+        out = driver.process(state, rows, W, P)      # out.pane: aggregate over out.pane.rows
+        out.dropped -> metrics / LATE ROWS TO         # (row, 'late' | 'window closed')
+        if out.expired: delete the state  else: store state.to_dict(), register driver.timers(state)
+
+``WindowPanes`` is that loop over in-memory states (replay executor, tests). Rows are opaque: ids,
+tuples, anything the caller aggregates later. Each call emits at most one pane:
+
+- ``rows``: ACCUMULATING, every row kept so far; DISCARDING, the rows since the previous pane.
+- ``timing`` (Beam ``PaneInfoTracker``): LATE once an ON_TIME or LATE pane was emitted; before that EARLY
+  while ``W < window_end``, then ON_TIME if the window received a row while ``W < window_end``, else LATE
+  (a window whose rows all came late has no ON_TIME pane).
+- A firing without new rows emits nothing, except the ON_TIME pane (Beam ``FIRE_ALWAYS``): so an empty
+  pane only ever comes from AFTER WATERMARK reaching the end of a window that has rows.
+- ``is_final`` is true exactly when the trigger finished with this firing (the window then closes:
+  later rows are dropped as ``window closed``) or when the pane is emitted in the call where the window
+  expires (``W >= cleanup_time``; what is left is emitted then, as Beam does at garbage collection, which
+  is how NEVER and EMIT FINAL fire). Otherwise it is false, and no empty final pane is invented.
 
 Time is integer microseconds (``sqlwin.core.timeunits``); ``MIN_TIME``/``MAX_TIME`` stand for -/+infinity
 (the watermark before any row / at end of input, the end of the global window).
@@ -13,7 +31,7 @@ Time is integer microseconds (``sqlwin.core.timeunits``); ``MIN_TIME``/``MAX_TIM
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +45,7 @@ GLOBAL_WINDOW = (MIN_TIME, MAX_TIME)
 
 DROP_LATE = "late"  # the watermark had reached window_end + allowed lateness
 DROP_CLOSED = "window closed"  # the window's trigger had finished
+_OPEN = object()  # marks an open session among a batch's new rows
 
 
 def cleanup_time(window_end: int, allowed_lateness: int) -> int:
@@ -234,13 +253,13 @@ class PaneDriver:
         return (event is not None and ctx.watermark >= event) or (proc is not None and ctx.processing_time >= proc)
 
     def _timing(self, state: WindowState, watermark: int) -> plan.PaneTiming:
-        """EARLY before the end; the first pane at/after the end is ON_TIME if the window had on-time rows
-        and no ON_TIME/LATE pane yet (Beam ``PaneInfoTracker``); every other pane is LATE."""
+        """LATE after an ON_TIME/LATE pane; else EARLY before the end; else ON_TIME if the window had
+        on-time rows, LATE if not (Beam ``PaneInfoTracker``)."""
+        if state.non_early_emitted:  # first: a merged session can end after the watermark again
+            return plan.PaneTiming.LATE
         if watermark < state.end:
             return plan.PaneTiming.EARLY
-        if state.had_on_time_rows and not state.non_early_emitted:
-            return plan.PaneTiming.ON_TIME
-        return plan.PaneTiming.LATE
+        return plan.PaneTiming.ON_TIME if state.had_on_time_rows else plan.PaneTiming.LATE
 
     def _emit(self, state: WindowState, watermark: int, final: bool, fired: bool) -> Pane | None:
         """Make the pane, or none: a firing without new rows emits only the ON_TIME pane (FIRE_ALWAYS)."""
@@ -271,18 +290,97 @@ class PaneDriver:
         state.trigger = TriggerState()
 
 
+class WindowPanes:
+    """Every window's state in memory, keyed ``(key, start, end)``: the operator loop of the module
+    docstring, for the replay executor and the tests."""
+
+    def __init__(self, driver: PaneDriver):
+        self.driver = driver
+        self.states: dict[tuple[Hashable, int, int], WindowState] = {}
+
+    def process(self, rows: Mapping[tuple[Hashable, int, int], Sequence], watermark: int,
+                processing_time: int) -> list[tuple[tuple[Hashable, int, int], BatchOutcome]]:
+        """One micro-batch: the windows that got rows, then those whose timers are due."""
+        due = [w for w, s in self.states.items() if w not in rows and self._due(s, watermark, processing_time)]
+        outcomes = []
+        for window in [*rows, *due]:
+            state = self.states.get(window) or self.driver.new_window(window[1], window[2])
+            outcome = self.driver.process(state, rows.get(window, ()), watermark, processing_time)
+            if outcome.expired:
+                self.states.pop(window, None)
+            else:
+                self.states[window] = state
+            outcomes.append((window, outcome))
+        return outcomes
+
+    def assign_sessions(self, rows: Iterable[tuple[Hashable, Any, int]], gap: int, watermark: int,
+                        processing_time: int) -> tuple[dict[tuple[Hashable, int, int], list], list[Dropped]]:
+        """SESSION windows for a batch of ``(key, row, ts)``: a row opens ``[ts, ts + gap)`` and the sessions
+        of a key that overlap or touch merge, open ones included (``PaneDriver.merge``). As in Beam, a row
+        whose own ``[ts, ts + gap)`` is past its cleanup time is dropped as late before merging. Returns the
+        rows per (merged) window, for ``process``, and the rows dropped."""
+        dropped: list[Dropped] = []
+        spans: dict[Hashable, list[tuple[int, int, Any]]] = {}
+        for key, row, ts in rows:
+            if watermark >= cleanup_time(ts + gap, self.driver.lateness):
+                dropped.append(Dropped(row, DROP_LATE))
+            else:
+                spans.setdefault(key, []).append((ts, ts + gap, row))
+        groups: dict[tuple[Hashable, int, int], list] = {}
+        for key, new in spans.items():
+            items = sorted([(w[1], w[2], _OPEN) for w in self.states if w[0] == key] + new, key=lambda i: i[:2])
+            clusters: list[list] = []
+            for start, end, item in items:
+                if clusters and start <= clusters[-1][1]:  # overlapping or touching
+                    clusters[-1][1] = max(clusters[-1][1], end)
+                    clusters[-1][2].append((start, end, item))
+                else:
+                    clusters.append([start, end, [(start, end, item)]])
+            for start, end, members in clusters:
+                window = (key, start, end)
+                old = [(key, s, e) for s, e, item in members if item is _OPEN]
+                if old and old != [window]:
+                    merged, lost = self.driver.merge([self.states.pop(w) for w in old], start, end, watermark,
+                                                     processing_time)
+                    self.states[window] = merged
+                    dropped.extend(lost)
+                added = [item for _, _, item in members if item is not _OPEN]
+                if added:
+                    groups[window] = added
+        return groups, dropped
+
+    def _due(self, state: WindowState, watermark: int, processing_time: int) -> bool:
+        timers = self.driver.timers(state)
+        return ((timers.event_time is not None and watermark >= timers.event_time)
+                or (timers.processing_time is not None and processing_time >= timers.processing_time))
+
+
 class WatermarkTracker:
     """``WATERMARK FOR ts AS ts - delay``: max ts seen minus the delay, never backwards; it advances
-    between micro-batches (``after_batch``) and goes to +infinity at the end of input."""
+    between micro-batches (``after_batch``) and goes to +infinity at the end of input.
 
-    def __init__(self, delay: int = 0):
+    ``WITH IDLE TIMEOUT d``: after ``d`` of processing time without rows, it advances as if a row with
+    ``ts = watermark + d`` had arrived (GRAMMAR 3, read literally: by ``d - delay``), and again every ``d``.
+    """
+
+    def __init__(self, delay: int = 0, idle_timeout: int | None = None):
         self.delay = delay
+        self.idle_timeout = idle_timeout
         self.current = MIN_TIME
+        self._active_at: int | None = None  # processing time of the last row (or idle advance)
 
-    def after_batch(self, timestamps: Iterable[int]) -> int:
+    def after_batch(self, timestamps: Iterable[int], processing_time: int | None = None) -> int:
         ts = [t for t in timestamps if t is not None]
         if ts:
             self.advance_to(max(ts) - self.delay)
+            self._active_at = processing_time
+        elif self.idle_timeout and processing_time is not None and self.current > MIN_TIME:
+            if self._active_at is None:
+                self._active_at = processing_time
+            periods = (processing_time - self._active_at) // self.idle_timeout
+            if periods > 0:
+                self.advance_to(self.current + periods * max(0, self.idle_timeout - self.delay))
+                self._active_at += periods * self.idle_timeout
         return self.current
 
     def advance_to(self, watermark: int) -> int:

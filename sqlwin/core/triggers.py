@@ -30,7 +30,7 @@ class TriggerState:
         return self.nodes.setdefault(path, {})
 
     def to_dict(self) -> dict:
-        return {"nodes": {p: dict(v) for p, v in sorted(self.nodes.items()) if v},
+        return {"nodes": {p: dict(v) for p, v in sorted(self.nodes.items())},
                 "finished": sorted(self.finished)}
 
     @classmethod
@@ -264,38 +264,42 @@ def _fire_and_repeat(machine: TriggerMachine, ctx: TriggerContext) -> None:
 
 
 class AfterAnyMachine(TriggerMachine):
-    """``AFTER ANY (t, ...)``: fires when any child fires. Children that fire are fired, the others are
-    cleared (their pane is gone, as in Beam Java ``AfterFirst``). It finishes when a child that fired
-    finished (Beam Python's rule; with non-repeating children, as Beam Java allows, after one firing)."""
+    """``AFTER ANY (t, ...)`` (Beam ``AfterFirst``): fires when any child would; the children ready to fire
+    are fired, the others cleared (the pane they tracked is gone). A once-trigger: it finishes when it
+    fires, even over repeating children (Beam Java; wrap it in REPEATEDLY to go on)."""
 
     def should_fire(self, ctx: TriggerContext) -> bool:
-        return any(c.should_fire(ctx) for c in self.unfinished(ctx))
+        return any(c.is_finished(ctx) or c.should_fire(ctx) for c in self.children)
 
     def on_fire(self, ctx: TriggerContext) -> bool:
-        finished = False
-        for child in self.unfinished(ctx):
+        for child in self.children:
             if child.should_fire(ctx):
-                finished = child.on_fire(ctx) or finished
+                child.on_fire(ctx)
             else:
                 child.clear(ctx)
-        self.set_finished(ctx, finished)
-        return finished
+        self.set_finished(ctx)
+        return True
+
+    def on_merge(self, ctx: TriggerContext, merging: Sequence[TriggerState]) -> None:
+        super().on_merge(ctx, merging)
+        self.set_finished(ctx, any(c.is_finished(ctx) for c in self.children))
 
 
 class AfterAllMachine(TriggerMachine):
-    """``AFTER ALL (t, ...)``: fires once every unfinished child would fire; finishes when all children
-    have (with non-repeating children, after one firing, as Beam ``AfterAll``)."""
+    """``AFTER ALL (t, ...)``: fires once every unfinished child would fire; a once-trigger (Beam Java)."""
 
     def should_fire(self, ctx: TriggerContext) -> bool:
-        pending = self.unfinished(ctx)
-        return bool(pending) and all(c.should_fire(ctx) for c in pending)
+        return all(c.should_fire(ctx) for c in self.unfinished(ctx))
 
     def on_fire(self, ctx: TriggerContext) -> bool:
-        for child in self.unfinished(ctx):
+        for child in self.children:
             child.on_fire(ctx)
-        finished = not self.unfinished(ctx)
-        self.set_finished(ctx, finished)
-        return finished
+        self.set_finished(ctx)
+        return True
+
+    def on_merge(self, ctx: TriggerContext, merging: Sequence[TriggerState]) -> None:
+        super().on_merge(ctx, merging)
+        self.set_finished(ctx, all(c.is_finished(ctx) for c in self.children))
 
 
 class AfterEachMachine(TriggerMachine):
