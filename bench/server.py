@@ -83,6 +83,7 @@ def fetch(cursor, sql: str) -> list[tuple]:
 @dataclass
 class LoadResult:
     latencies: list[float] = field(default_factory=list)
+    records: list[tuple[int, str, float, float]] = field(default_factory=list)  # client, query, start, s
     errors: list[str] = field(default_factory=list)
     wall: float = 0.0
     disconnected_running: bool = False
@@ -115,6 +116,7 @@ def _client(host: str, port: int, index: int, queries: int, result: LoadResult, 
             elapsed = time.perf_counter() - started
             with lock:
                 result.latencies.append(elapsed)
+                result.records.append((index, name, started, elapsed))
                 if rows != expected:
                     result.errors.append(f"client {index} {name}: got {rows}")
         conn.close()
@@ -192,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
             server.stop()
     print(f"{args.clients} clients x {args.queries} mixed queries"
           f"{'' if args.no_disconnect else ' + 1 client disconnecting mid-query'}: {result.summary()}")
+    origin = min((r[2] for r in result.records), default=0.0)
+    for client, name, started, elapsed in sorted(result.records, key=lambda r: -r[3])[:5]:
+        print(f"slowest: client {client} {name} at +{started - origin:.1f}s took {elapsed:.2f}s")
     for error in result.errors[:20]:
         print("ERROR", error)
     return 1 if result.errors else 0

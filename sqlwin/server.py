@@ -183,7 +183,7 @@ _ENV_OVERRIDES = ("HIVE_SERVER2_TRANSPORT_MODE", "HIVE_SERVER2_THRIFT_BIND_HOST"
                   "HIVE_SERVER2_THRIFT_HTTP_PORT")
 _PROTECTED_CONF = ("hive.server2.transport.mode", "hive.server2.thrift.bind.host", "hive.server2.thrift.port",
                    "hive.server2.authentication", "hive.server2.custom.authentication.class",
-                   "spark.sql.extensions", "spark.driver.extraClassPath")
+                   "spark.sql.hive.thriftServer.singleSession")
 
 
 def _check_no_overrides(conf: dict[str, Any]) -> None:
@@ -231,7 +231,12 @@ def serve(host: str = "127.0.0.1", port: int = 10000, *, auth_user: str | None =
     }
     from sqlwin.session import local_session
 
-    spark = local_session("sqlwin-server", {**(conf or {}), **server_conf})
+    user_conf = dict(conf or {})
+    # Other extensions (e.g. Delta Lake) stay; ours goes last so it sees the text first.
+    for key, sep in (("spark.sql.extensions", ","), ("spark.driver.extraClassPath", os.pathsep)):
+        if user_conf.get(key):
+            server_conf[key] = f"{user_conf[key]}{sep}{server_conf[key]}"
+    spark = local_session("sqlwin-server", {**user_conf, **server_conf})
     sc = spark.sparkContext
     jvm = sc._jvm
     if auth_user and auth_password:

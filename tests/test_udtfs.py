@@ -229,7 +229,7 @@ def test_spec_count_windows_match_reference(spark, rows, form, a, b, partitioned
     assert got == want
 
 
-@SPARK_SETTINGS
+@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
 @given(rows_st, st.integers(1, 12), st.integers(1, 12), st.integers(-5, 5))
 def test_generic_hop_matches_reference(spark, rows, slide, size, offset):
     load(spark, rows)
