@@ -311,8 +311,7 @@ class DuckDBCompiler(WindowCompiler):
             raise SqlwinError.at(spec.node, "count windows need the schema of their input relation "
                                             "(to order rows deterministically)")
         order = [exp.Ordered(this=exp.column("__sw_us"), nulls_first=True)]
-        order += [exp.Ordered(this=_col(c.name), nulls_first=True)
-                  for c in spec.relation.columns if c.name.lower() != spec.time_col.lower()]
+        order += [exp.Ordered(this=_col(name), nulls_first=True) for name in spec.tiebreak_columns]
         window = exp.Window(this=exp.RowNumber(), partition_by=[exp.column("__sw_pid")],
                             order=exp.Order(expressions=order))
         return exp.Sub(this=window, expression=_num(1))

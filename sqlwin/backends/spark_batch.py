@@ -24,7 +24,6 @@ from sqlwin.plan.windows import CountForm, Rows, TimeType, WindowKind, WindowSpe
 D = "spark"
 MS = 1000
 GAP_COLUMN = "__sqlwin_gap_us"
-UNORDERABLE = ("map<", "variant")
 
 
 class SparkBatchCompiler(WindowCompiler):
@@ -172,8 +171,7 @@ class SparkBatchCompiler(WindowCompiler):
     def order_keys(self, spec: WindowSpec, table: str | None) -> list[exp.Ordered]:
         """ts, then every other orderable column in schema order, ASC NULLS FIRST."""
         self._require_columns(spec)
-        names = [spec.time_col] + [c.name for c in spec.relation.columns or ()
-                                   if c.name != spec.time_col and not c.type.startswith(UNORDERABLE)]
+        names = [spec.time_col, *spec.tiebreak_columns]
         return [exp.Ordered(this=col(n, table), nulls_first=True) for n in names]
 
     def _numbered(self, spec: WindowSpec) -> exp.Expr:

@@ -69,6 +69,8 @@ class Relation:
 
 
 WINDOW_COLUMNS = ("window_start", "window_end", "window_time")
+# Types that do not break ties among equal timestamps in count windows (not comparable everywhere).
+NESTED_TYPE_PREFIXES = ("map<", "struct<", "array<", "variant")
 COUNT_WINDOW_COLUMNS = (*WINDOW_COLUMNS, "window_index")
 
 
@@ -113,6 +115,12 @@ class WindowSpec:
     @property
     def output_window_columns(self) -> tuple[str, ...]:
         return COUNT_WINDOW_COLUMNS if self.is_count_based else WINDOW_COLUMNS
+
+    @property
+    def tiebreak_columns(self) -> tuple[str, ...]:
+        """Count windows order rows by ts, then by these columns (schema order, ASC NULLS FIRST)."""
+        return tuple(c.name for c in self.relation.columns or ()
+                     if c.name.lower() != self.time_col.lower() and not c.type.startswith(NESTED_TYPE_PREFIXES))
 
     @property
     def dynamic_gap(self) -> bool:
