@@ -57,8 +57,11 @@ KINDS = {
 
 def make_data(path: Path, rows: int) -> None:
     con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    # TIMESTAMPTZ is stored as a UTC instant, which Spark reads as TIMESTAMP (its usual event-time type)
     con.execute(f"""
-        COPY (SELECT TIMESTAMP '2024-01-01' + to_microseconds(CAST(random() * 7 * 86400e6 AS BIGINT)) AS ts,
+        COPY (SELECT CAST(TIMESTAMP '2024-01-01' + to_microseconds(CAST(random() * 7 * 86400e6 AS BIGINT))
+                          AS TIMESTAMPTZ) AS ts,
                      'item' || CAST(floor(random() * 1000) AS INT) AS item,
                      round(random() * 100, 2) AS price
               FROM range({rows})) TO '{path}' (FORMAT parquet)""")

@@ -272,16 +272,19 @@ def main(argv: list[str] | None = None) -> int:
     password = os.environ.get("SQLWIN_AUTH_PASSWORD")
     if args.auth_password_file:
         password = Path(args.auth_password_file).read_text().splitlines()[0]
+    bad = [item for item in args.conf if "=" not in item]
+    if bad:
+        parser.error(f"--conf expects KEY=VALUE, got {bad[0]!r}")
     conf = dict(item.split("=", 1) for item in args.conf)
-    stop_requested = threading.Event()
-    signal.signal(signal.SIGTERM, lambda signum, frame: stop_requested.set())
-    signal.signal(signal.SIGINT, lambda signum, frame: stop_requested.set())
     try:
         handle = serve(args.host, args.port, auth_user=args.auth_user, auth_password=password,
                        conf=conf, warehouse=args.warehouse)
     except SqlwinError as e:
         print(f"sqlwin serve: {e}", file=sys.stderr)
         return 2
+    stop_requested = threading.Event()
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop_requested.set())
+    signal.signal(signal.SIGINT, lambda signum, frame: stop_requested.set())
     print(f"sqlwin serve: listening on {handle.url}", flush=True)
     while not stop_requested.wait(0.5):
         pass

@@ -83,3 +83,17 @@ def test_plain_spark_sql_passes_through_unchanged(spark):
 def test_unknown_plan_is_an_error(spark):
     with pytest.raises(sqlwin.SqlwinError, match="unknown plan"):
         sqlwin.sql(spark, "SELECT 1", plan="fast")
+
+
+def test_timestamp_ntz_ignores_the_session_time_zone(spark, duck):
+    """NTZ windows align on the wall clock, even in a zone with DST (02:30 on 2024-03-10 does not
+    exist in Los Angeles, but is a valid NTZ value)."""
+    la = spark.newSession()
+    la.conf.set("spark.sql.session.timeZone", "America/Los_Angeles")
+    rows = [(T(2024, 3, 10, 2, 30), "a", 1), (T(2024, 3, 10, 1, 59), "a", 2), (T(1960, 1, 1, 0, 0, 0, 5), "b", 3)]
+    la.createDataFrame(rows, "ts timestamp_ntz, k string, v int").createOrReplaceTempView("ntz_la")
+    got = sqlwin.sql(la, "SELECT v, window_start, window_end FROM TUMBLE(TABLE ntz_la, DESCRIPTOR(ts), "
+                         "INTERVAL '1' HOUR)").collect()
+    assert sorted(tuple(r) for r in got) == [(1, T(2024, 3, 10, 2), T(2024, 3, 10, 3)),
+                                             (2, T(2024, 3, 10, 1), T(2024, 3, 10, 2)),
+                                             (3, T(1960, 1, 1), T(1960, 1, 1, 1))]

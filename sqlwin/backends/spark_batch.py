@@ -37,6 +37,7 @@ class SparkBatchCompiler(WindowCompiler):
         self.spark = spark
         self.plan = plan
         self._calls: dict[str, str] = {}
+        self.utc_session = spark is not None and _session_tz(spark) in ("UTC", "Etc/UTC", "Z", "+00:00", "GMT")
 
     def render(self, node: exp.Expr) -> str:
         """Spark SQL text; UDTF calls are spliced in here because their ``TABLE(...) PARTITION BY``
@@ -65,17 +66,24 @@ class SparkBatchCompiler(WindowCompiler):
         return body.subquery(alias=spec.alias)
 
     # -- time arithmetic ----------------------------------------------------------------------
-    @staticmethod
-    def to_us(ts: exp.Expr, spec: WindowSpec) -> exp.Expr:
-        if spec.time_type is TimeType.TIMESTAMP_NTZ:
-            return fill("TIMESTAMPDIFF(MICROSECOND, CAST('1970-01-01 00:00:00' AS TIMESTAMP_NTZ), :ts)", D, ts=ts)
-        return exp.func("UNIX_MICROS", ts, dialect=D)
+    def to_us(self, ts: exp.Expr, spec: WindowSpec) -> exp.Expr:
+        """Epoch microseconds of a timestamp. TIMESTAMP: its UTC instant. TIMESTAMP_NTZ: its wall clock,
+        read without any time zone (in a UTC session a cast is exact; elsewhere the date parts are
+        added up, since Spark's casts and TIMESTAMPDIFF shift NTZ values by the session zone)."""
+        if spec.time_type is not TimeType.TIMESTAMP_NTZ:
+            return exp.func("UNIX_MICROS", ts, dialect=D)
+        if self.utc_session:
+            return fill("UNIX_MICROS(CAST(:ts AS TIMESTAMP))", D, ts=ts)
+        return fill("CAST(DATEDIFF(CAST(:ts AS DATE), DATE '1970-01-01') AS BIGINT) * 86400000000 "
+                    "+ CAST(HOUR(:ts) AS BIGINT) * 3600000000 + CAST(MINUTE(:ts) AS BIGINT) * 60000000 "
+                    "+ CAST(DATE_PART('SECOND', :ts) * 1000000 AS BIGINT)", D, ts=ts)
 
-    @staticmethod
-    def from_us(us: exp.Expr, spec: WindowSpec) -> exp.Expr:
-        if spec.time_type is TimeType.TIMESTAMP_NTZ:
-            return fill("TIMESTAMPADD(MICROSECOND, :us, CAST('1970-01-01 00:00:00' AS TIMESTAMP_NTZ))", D, us=us)
-        return exp.func("TIMESTAMP_MICROS", us, dialect=D)
+    def from_us(self, us: exp.Expr, spec: WindowSpec) -> exp.Expr:
+        if spec.time_type is not TimeType.TIMESTAMP_NTZ:
+            return exp.func("TIMESTAMP_MICROS", us, dialect=D)
+        if self.utc_session:
+            return fill("CAST(TIMESTAMP_MICROS(:us) AS TIMESTAMP_NTZ)", D, us=us)
+        return fill("TIMESTAMPADD(MICROSECOND, :us, CAST('1970-01-01 00:00:00' AS TIMESTAMP_NTZ))", D, us=us)
 
     def _columns(self, spec: WindowSpec, table: str) -> list[exp.Expr]:
         if spec.relation.columns is None:
@@ -230,6 +238,13 @@ class SparkBatchCompiler(WindowCompiler):
         marker = f"__sqlwin_udtf_call_{len(self._calls)}_{name}"
         self._calls[marker] = udtfs.udtf_call_sql(spec, name, source.sql(D))
         return exp.select(exp.Star()).from_(exp.to_table(marker))
+
+
+def _session_tz(spark: Any) -> str:
+    try:
+        return str(spark.conf.get("spark.sql.session.timeZone"))
+    except Exception:  # a session that cannot answer: assume the general case
+        return ""
 
 
 def partition_template(keys: tuple[str, ...]) -> tuple[str, dict[str, exp.Expr]]:
