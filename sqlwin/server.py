@@ -14,6 +14,7 @@ import argparse
 import hashlib
 import ipaddress
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -66,7 +67,10 @@ def compile_java(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     target = root / f"server-classes-{digest.hexdigest()[:16]}"
     if (target / "sqlwin" / "SqlwinParser.class").exists():
         return target
-    javac = shutil.which("javac") or (Path(os.environ.get("JAVA_HOME", "/nonexistent")) / "bin" / "javac")
+    javac = shutil.which("javac") or str(Path(os.environ.get("JAVA_HOME", "/nonexistent")) / "bin" / "javac")
+    if not os.access(javac, os.X_OK):
+        raise SqlwinError("sqlwin serve compiles a small Spark parser extension and needs a JDK: "
+                          "no javac on PATH or in $JAVA_HOME/bin")
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="classes-", dir=root))
     cmd = [str(javac), "-nowarn", "-encoding", "UTF-8", "-d", str(tmp), "-cp", f"{jars}/*",
@@ -74,7 +78,7 @@ def compile_java(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise RuntimeError(f"javac failed ({' '.join(cmd[:2])} ...):\n{proc.stderr}")
+        raise SqlwinError(f"javac failed on {JAVA_DIR}:\n{proc.stderr}")
     try:
         tmp.rename(target)
     except OSError:  # another process won the race: use its copy
@@ -88,6 +92,10 @@ def _default_rewrite(spark: SparkSession, text: str) -> str:
     return spark_sql_for(spark, text)
 
 
+# A call of one of sqlwin's generic UDTFs (``udtfs.GENERIC``) from plain Spark SQL.
+_GENERIC_CALL = re.compile(r"\b(tumble|hop|cumulate|session)\s*\(", re.IGNORECASE)
+
+
 class _Rewriter:
     """The py4j callback behind ``sqlwin.Rewriter``: rewrites one statement for one session."""
 
@@ -97,36 +105,50 @@ class _Rewriter:
         self._sc = sc
         self._rewrite = rewrite
         self._lock = threading.Lock()
-        self._sessions: OrderedDict[str, SparkSession] = OrderedDict()  # sessionUUID -> wrapper
+        # sessionUUID -> [wrapper, generic UDTFs registered?]
+        self._sessions: OrderedDict[str, list[Any]] = OrderedDict()
 
-    def _session(self, jsession: Any) -> SparkSession:
-        """A pyspark wrapper of the calling JVM session, with sqlwin's UDTFs registered in it.
+    def _session(self, jsession: Any) -> list[Any]:
+        """The pyspark wrapper of the calling JVM session (and whether sqlwin.register ran in it).
 
-        Wrappers are reused (they carry the per-session registry of UDTFs) for the most recent
-        sessions only, so closed JDBC sessions are not kept alive forever; a session whose
-        wrapper was evicted just registers its functions again.
+        Wrappers are reused (they carry the per-session registry of the UDTF plan) for the
+        most recent sessions only, so closed JDBC sessions are not kept alive forever; a
+        session whose wrapper was evicted just registers its functions again.
         """
         from pyspark.sql import SparkSession
 
         key = jsession.sessionUUID()
         with self._lock:
-            spark = self._sessions.get(key)
-            if spark is not None:
-                self._sessions.move_to_end(key)
-                return spark
-        spark = SparkSession(self._sc, jsession)
-        from sqlwin.api import register
+            entry = self._sessions.get(key)
+            if entry is None:
+                entry = self._sessions[key] = [SparkSession(self._sc, jsession), False]
+                while len(self._sessions) > self.MAX_SESSIONS:
+                    self._sessions.popitem(last=False)
+            self._sessions.move_to_end(key)
+        return entry
 
-        register(spark)
-        with self._lock:
-            self._sessions[key] = spark
-            while len(self._sessions) > self.MAX_SESSIONS:
-                self._sessions.popitem(last=False)
-        return spark
+    @staticmethod
+    def _register(entry: list[Any]) -> None:
+        """Register sqlwin's generic UDTFs in the session: only once a statement calls one,
+        since it costs ~0.3 s of Python per session and most sessions never do."""
+        if not entry[1]:
+            from sqlwin.api import register
+
+            register(entry[0])
+            entry[1] = True
 
     def rewrite(self, sql: str, jsession: Any) -> str | None:
         try:
-            out = self._rewrite(self._session(jsession), sql)
+            entry = self._session(jsession)
+            try:
+                out = self._rewrite(entry[0], sql)
+            except SqlwinError:  # perhaps a generic UDTF inside a TVF's input: register, retry
+                if entry[1] or not _GENERIC_CALL.search(sql):
+                    raise
+                self._register(entry)
+                out = self._rewrite(entry[0], sql)
+            if _GENERIC_CALL.search(out):  # plain Spark SQL calling tumble(TABLE(t), ...) & co
+                self._register(entry)
         except SqlwinError as e:
             return ERROR_PREFIX + str(e)
         except Exception as e:  # never let a Python traceback kill the JDBC call
@@ -145,6 +167,7 @@ class ServerHandle:
     port: int
     spark: SparkSession
     _jserver: Any = field(repr=False)
+    _scratch: str | None = field(default=None, repr=False)  # removed on stop()
     _stopped: threading.Event = field(default_factory=threading.Event, repr=False)
 
     @property
@@ -161,6 +184,8 @@ class ServerHandle:
             self._jserver.stop()
         finally:
             self.spark.stop()
+            if self._scratch:
+                shutil.rmtree(self._scratch, ignore_errors=True)
 
     def wait(self) -> None:
         """Block until :meth:`stop` has been called (from another thread)."""
@@ -198,11 +223,14 @@ def _check_no_overrides(conf: dict[str, Any]) -> None:
 
 def serve(host: str = "127.0.0.1", port: int = 10000, *, auth_user: str | None = None,
           auth_password: str | None = None, conf: dict[str, Any] | None = None,
-          warehouse: str | None = None, rewrite: RewriteFn | None = None) -> ServerHandle:
+          warehouse: str | None = None, metastore: str | None = None,
+          rewrite: RewriteFn | None = None) -> ServerHandle:
     """Start a local Spark with the sqlwin parser and its Thrift server on ``host:port``.
 
     Binary transport only (Spark's HTTP mode ignores the bind host). A non-loopback ``host``
     requires ``auth_user``/``auth_password`` (HiveServer2 CUSTOM auth, SASL PLAIN).
+    Tables live in Spark's in-memory catalog (gone when the server stops) unless ``metastore``
+    names a folder: then a Hive catalog with a Derby metastore and the warehouse live there.
     ``rewrite`` replaces :func:`sqlwin.pipeline.spark_sql_for` (for tests of the hook itself).
     """
     if not _is_loopback(host) and not (auth_user and auth_password):
@@ -217,8 +245,25 @@ def serve(host: str = "127.0.0.1", port: int = 10000, *, auth_user: str | None =
         raise SqlwinError("serve() must start its own Spark (the parser extension is set at JVM "
                           "launch): call it before any SparkSession exists, or use ServerProcess")
     classes = compile_java()
-    warehouse = warehouse or tempfile.mkdtemp(prefix="sqlwin-warehouse-")
+    if metastore:
+        root = Path(metastore).resolve()
+        root.mkdir(parents=True, exist_ok=True)
+        warehouse = warehouse or str(root / "warehouse")
+        conf = {"spark.sql.catalogImplementation": "hive",
+                "spark.hadoop.javax.jdo.option.ConnectionURL":
+                    f"jdbc:derby:;databaseName={root / 'metastore_db'};create=true",
+                "spark.driver.extraJavaOptions": f"-Dderby.system.home={root}",
+                **(conf or {})}
+    # Hive's scratch, resource and operation-log folders (default: /tmp, never cleaned) and,
+    # without --warehouse/--metastore, the warehouse: one temp folder removed on stop().
+    scratch = tempfile.mkdtemp(prefix="sqlwin-serve-")
+    warehouse = warehouse or os.path.join(scratch, "warehouse")
     server_conf: dict[str, Any] = {
+        "hive.exec.scratchdir": os.path.join(scratch, "hive"),
+        "hive.exec.local.scratchdir": os.path.join(scratch, "local"),
+        "hive.downloaded.resources.dir": os.path.join(scratch, "resources"),
+        "hive.querylog.location": os.path.join(scratch, "querylog"),
+        "hive.server2.logging.operation.log.location": os.path.join(scratch, "operation_logs"),
         "spark.driver.extraClassPath": str(classes),
         "spark.sql.extensions": "sqlwin.SqlwinExtensions",
         "spark.sql.warehouse.dir": warehouse,
@@ -250,7 +295,7 @@ def serve(host: str = "127.0.0.1", port: int = 10000, *, auth_user: str | None =
     jvm.sqlwin.SqlwinParser.install(_Rewriter(sc, rewrite or _default_rewrite), KEYWORD_REGEX)
     jserver = jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2.startWithContext(
         spark._jsparkSession.sqlContext())
-    return ServerHandle(host, port, spark, jserver)
+    return ServerHandle(host, port, spark, jserver, scratch)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -266,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
                              "or --auth-password-file)")
     parser.add_argument("--auth-password-file", help="file holding the password (first line)")
     parser.add_argument("--warehouse", help="spark.sql.warehouse.dir (default: a temp dir)")
+    parser.add_argument("--metastore", metavar="DIR",
+                        help="keep tables across restarts: Hive catalog, Derby metastore and warehouse in DIR")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="extra Spark/Hive configuration (repeatable)")
     args = parser.parse_args(argv)
@@ -278,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     conf = dict(item.split("=", 1) for item in args.conf)
     try:
         handle = serve(args.host, args.port, auth_user=args.auth_user, auth_password=password,
-                       conf=conf, warehouse=args.warehouse)
+                       conf=conf, warehouse=args.warehouse, metastore=args.metastore)
     except SqlwinError as e:
         print(f"sqlwin serve: {e}", file=sys.stderr)
         return 2
@@ -306,6 +353,7 @@ class ServerProcess:
         self.port = port or free_port(host)
         self.args = list(args or [])
         self.env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", **(env or {})}
+        self._own_log = log_path is None  # a temp log is removed after a clean stop
         self.log_path = Path(log_path or tempfile.mkstemp(prefix="sqlwin-serve-", suffix=".log")[1])
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -341,6 +389,8 @@ class ServerProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        if self._own_log and self.proc.returncode == 0:
+            self.log_path.unlink(missing_ok=True)
 
     def __enter__(self) -> ServerProcess:
         return self.start()

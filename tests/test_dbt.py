@@ -11,7 +11,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -27,8 +26,7 @@ def shared_server(config: pytest.Config) -> ServerProcess:
     """The `sqlwin serve` of tests/test_server.py when it runs too (kept on the pytest config)."""
     server = getattr(config, "_sqlwin_server", None)
     if server is None:
-        warehouse = tempfile.mkdtemp(prefix="sqlwin-test-warehouse-")
-        server = ServerProcess(args=["--warehouse", warehouse]).start()
+        server = ServerProcess().start()
         config.add_cleanup(server.stop)
         config._sqlwin_server = server
     return server

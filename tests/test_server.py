@@ -44,8 +44,7 @@ def shared_server(config: pytest.Config) -> ServerProcess:
     """One `sqlwin serve` per pytest run, kept on the config so tests/test_dbt.py shares it."""
     server = getattr(config, "_sqlwin_server", None)
     if server is None:
-        warehouse = tempfile.mkdtemp(prefix="sqlwin-test-warehouse-")
-        server = ServerProcess(args=["--warehouse", warehouse]).start()
+        server = ServerProcess().start()
         config.add_cleanup(server.stop)
         config._sqlwin_server = server
     return server
@@ -234,6 +233,14 @@ def test_udtf_plan_runs_in_each_jdbc_session(cursor) -> None:
     assert rows == [("2020-04-15 08:05:00", "2020-04-15 08:11:00", 3),
                     ("2020-04-15 08:11:00", "2020-04-15 08:17:00", 2),
                     ("2020-04-15 08:17:00", "2020-04-15 08:22:00", 1)]
+
+
+@pytest.mark.slow
+def test_generic_udtfs_callable_from_plain_sql(cursor) -> None:
+    """sqlwin.register's table functions are there in a fresh JDBC session too."""
+    rows = bench.fetch(cursor, "SELECT CAST(window_start AS STRING), COUNT(*) FROM tumble(TABLE(bids), "
+                               "'bidtime', INTERVAL 10 MINUTES) GROUP BY window_start ORDER BY 1")
+    assert rows == [("2020-04-15 08:00:00", 3), ("2020-04-15 08:10:00", 3)]
 
 
 @pytest.mark.slow

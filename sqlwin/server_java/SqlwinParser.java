@@ -59,6 +59,11 @@ public class SqlwinParser implements ParserInterface {
         } catch (RuntimeException e) {
             throw error("sqlwin rewrite failed: " + e.getMessage());
         }
+        // The Thrift server cancels a statement by interrupting its thread and cancelling its
+        // job group; a job submitted after that would run unowned, so stop before Spark does.
+        if (Thread.currentThread().isInterrupted()) {
+            throw error("statement cancelled while sqlwin rewrote it");
+        }
         if (out == null) {
             return sql;
         }
