@@ -2,7 +2,7 @@
 
     python bench/batch.py [--rows 1000000 5000000] [--repeat 3]
 
-For each window kind it times the sqlwin query (rewritten to native Spark SQL), the same
+For each window kind it times, interleaved round by round, the sqlwin query (rewritten to native Spark SQL), the same
 aggregation written by hand with Spark's own functions (``window()``, ``session_window()``, or
 ``explode(sequence())`` where Spark has no function), and DuckDB on the same parquet file, and
 prints the ratios. Every timing forces the full result (Spark: the ``noop`` sink).
@@ -68,20 +68,24 @@ def make_data(path: Path, rows: int) -> None:
     con.close()
 
 
-def best_of(fn, repeat: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
+def side_by_side(fns: list, repeat: int) -> list[float]:
+    """Median seconds of each function, run interleaved (one of each per round) after a warm-up,
+    so a busy moment on the machine hits all of them alike."""
+    for fn in fns:
         fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(repeat):
+        for i, fn in enumerate(fns):
+            start = time.perf_counter()
+            fn()
+            times[i].append(time.perf_counter() - start)
+    return [statistics.median(t) for t in times]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 5_000_000])
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--kinds", nargs="+", default=list(KINDS))
     args = parser.parse_args()
     spark = local_session("sqlwin-bench", {"spark.driver.memory": "6g"})
@@ -98,11 +102,11 @@ def main() -> None:
         for kind in args.kinds:
             sqlwin_sql, native_sql = KINDS[kind]
             duck_sql = sqlwin.rewrite(sqlwin_sql, target="duckdb", catalog=con)
-            t_sqlwin = best_of(lambda q=sqlwin_sql: sqlwin.sql(spark, q).write.format("noop").mode("overwrite")
-                               .save(), args.repeat)
-            t_native = best_of(lambda q=native_sql: spark.sql(q).write.format("noop").mode("overwrite").save(),
-                               args.repeat)
-            t_duck = best_of(lambda q=duck_sql, c=con: c.execute(f"SELECT COUNT(*) FROM ({q})").fetchall(), args.repeat)
+            t_sqlwin, t_native, t_duck = side_by_side([
+                lambda q=sqlwin_sql: sqlwin.sql(spark, q).write.format("noop").mode("overwrite").save(),
+                lambda q=native_sql: spark.sql(q).write.format("noop").mode("overwrite").save(),
+                lambda q=duck_sql, c=con: c.execute(f"SELECT COUNT(*) FROM ({q})").fetchall(),
+            ], args.repeat)
             print(f"{kind:<9}{rows:>10}{t_sqlwin:>10.2f}{t_native:>10.2f}{t_duck:>10.2f}"
                   f"{t_sqlwin / t_native:>15.2f}{t_sqlwin / t_duck:>15.1f}", flush=True)
         con.close()

@@ -24,6 +24,7 @@ from sqlwin.plan.windows import CountForm, Rows, TimeType, WindowKind, WindowSpe
 D = "spark"
 MS = 1000
 GAP_COLUMN = "__sqlwin_gap_us"
+ARRAY_CANDIDATES = 32  # HOP windows per row up to which candidates are a literal ARRAY
 
 
 class SparkBatchCompiler(WindowCompiler):
@@ -122,15 +123,23 @@ class SparkBatchCompiler(WindowCompiler):
         return q.select(*self._columns(spec, "__r"), *self._window_cols(spec, start, end), append=False)
 
     def _hop(self, spec: WindowSpec) -> exp.Expr:
+        """Candidate starts ``last - i*slide`` for i < ceil(size/slide), kept while ts < start + size.
+        A short candidate list is a literal ARRAY (codegen'd like Spark's own Expand for sliding
+        windows); a long one a SEQUENCE."""
         assert isinstance(spec.size, int) and isinstance(spec.slide, int)
         us = self.to_us(col(spec.time_col, "__r"), spec)
         last = self._aligned_start(us, spec.slide, spec.offset)
         n = spec.windows_per_row()
-        seq = fill("SEQUENCE(:last - :back, :last, :slide)", D, last=last, back=num((n - 1) * spec.slide),
-                   slide=num(spec.slide))
+        if n <= ARRAY_CANDIDATES:
+            candidates: exp.Expr = exp.Array(expressions=[
+                last.copy() if i == 0 else exp.Sub(this=last.copy(), expression=num(i * spec.slide))
+                for i in range(n)])
+        else:
+            candidates = fill("SEQUENCE(:last - :back, :last, :slide)", D, last=last,
+                              back=num((n - 1) * spec.slide), slide=num(spec.slide))
         x = exp.column("__x")
         keep = fill(":us < :x + :size", D, us=us.copy(), x=x, size=num(spec.size))
-        return self._exploded(spec, seq, keep, x.copy(), exp.Add(this=x.copy(), expression=num(spec.size)))
+        return self._exploded(spec, candidates, keep, x.copy(), exp.Add(this=x.copy(), expression=num(spec.size)))
 
     def _cumulate(self, spec: WindowSpec) -> exp.Expr:
         assert isinstance(spec.size, int) and spec.step
