@@ -24,7 +24,6 @@ from sqlwin.plan.windows import CountForm, Rows, TimeType, WindowKind, WindowSpe
 D = "spark"
 MS = 1000
 GAP_COLUMN = "__sqlwin_gap_us"
-ARRAY_CANDIDATES = 32  # HOP windows per row up to which candidates are a literal ARRAY
 
 
 class SparkBatchCompiler(WindowCompiler):
@@ -123,23 +122,33 @@ class SparkBatchCompiler(WindowCompiler):
         return q.select(*self._columns(spec, "__r"), *self._window_cols(spec, start, end), append=False)
 
     def _hop(self, spec: WindowSpec) -> exp.Expr:
-        """Candidate starts ``last - i*slide`` for i < ceil(size/slide), kept while ts < start + size.
-        A short candidate list is a literal ARRAY (codegen'd like Spark's own Expand for sliding
-        windows); a long one a SEQUENCE."""
+        """Spark's own sliding ``window()`` when slide <= size: its definition (windows
+        ``[k*slide + offset, k*slide + offset + size)`` holding ts) is Flink's HOP, and Spark plans it
+        as a codegen'd Expand. With slide > size (gaps) candidate starts are exploded instead."""
         assert isinstance(spec.size, int) and isinstance(spec.slide, int)
+        if spec.slide <= spec.size and spec.relation.columns is not None:
+            return self._spark_window(spec)
         us = self.to_us(col(spec.time_col, "__r"), spec)
         last = self._aligned_start(us, spec.slide, spec.offset)
-        n = spec.windows_per_row()
-        if n <= ARRAY_CANDIDATES:
-            candidates: exp.Expr = exp.Array(expressions=[
-                last.copy() if i == 0 else exp.Sub(this=last.copy(), expression=num(i * spec.slide))
-                for i in range(n)])
-        else:
-            candidates = fill("SEQUENCE(:last - :back, :last, :slide)", D, last=last,
-                              back=num((n - 1) * spec.slide), slide=num(spec.slide))
         x = exp.column("__x")
         keep = fill(":us < :x + :size", D, us=us.copy(), x=x, size=num(spec.size))
-        return self._exploded(spec, candidates, keep, x.copy(), exp.Add(this=x.copy(), expression=num(spec.size)))
+        return self._exploded(spec, exp.Array(expressions=[last]), keep, x.copy(),
+                              exp.Add(this=x.copy(), expression=num(spec.size)))
+
+    def _spark_window(self, spec: WindowSpec) -> exp.Expr:
+        assert isinstance(spec.size, int) and isinstance(spec.slide, int)
+        start = spec.offset % spec.slide  # only the alignment matters; Spark wants 0 <= start < slide
+        inner = fill("SELECT __r.*, WINDOW(:ts, :size, :slide, :start) AS __w FROM __rel AS __r "
+                     "WHERE :ts IS NOT NULL", D, self.compile_relation(spec), ts=col(spec.time_col, "__r"),
+                     size=_duration(spec.size), slide=_duration(spec.slide), start=_duration(start))
+        w = exp.column("__w", "__s")
+        end = exp.Dot(this=w.copy(), expression=exp.to_identifier("end"))
+        return exp.select(
+            *[col(c.name, "__s") for c in spec.relation.columns or ()],
+            exp.alias_(exp.Dot(this=w, expression=exp.to_identifier("start")), "window_start"),
+            exp.alias_(end, "window_end"),
+            exp.alias_(fill(":end - INTERVAL '1' MILLISECOND", D, end=end), "window_time"),
+        ).from_(inner.subquery(alias="__s"))
 
     def _cumulate(self, spec: WindowSpec) -> exp.Expr:
         assert isinstance(spec.size, int) and spec.step
@@ -247,6 +256,11 @@ class SparkBatchCompiler(WindowCompiler):
         marker = f"__sqlwin_udtf_call_{len(self._calls)}_{name}"
         self._calls[marker] = udtfs.udtf_call_sql(spec, name, source.sql(D))
         return exp.select(exp.Star()).from_(exp.to_table(marker))
+
+
+def _duration(micros: int) -> exp.Literal:
+    """A duration string for Spark's ``window()``."""
+    return exp.Literal.string(f"{micros} microseconds")
 
 
 def _session_tz(spark: Any) -> str:
