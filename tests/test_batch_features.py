@@ -97,3 +97,14 @@ def test_timestamp_ntz_ignores_the_session_time_zone(spark, duck):
     assert sorted(tuple(r) for r in got) == [(1, T(2024, 3, 10, 2), T(2024, 3, 10, 3)),
                                              (2, T(2024, 3, 10, 1), T(2024, 3, 10, 2)),
                                              (3, T(1960, 1, 1), T(1960, 1, 1, 1))]
+
+
+def test_schemaless_rewrite_of_hop_runs_on_spark(spark):
+    """Without a catalog the HOP plan cannot list columns for window(), so it explodes candidates."""
+    spark.createDataFrame(ROWS, "ts timestamp, k string, v int").createOrReplaceTempView("ev4")
+    sql = ("SELECT window_start, window_end, SUM(v) FROM HOP(TABLE ev4, DESCRIPTOR(ts), INTERVAL '5' MINUTES, "
+           "INTERVAL '12' MINUTES) GROUP BY window_start, window_end")
+    schemaless = sorted(tuple(r) for r in spark.sql(sqlwin.rewrite(sql)).collect())
+    assert "EXPLODE" in sqlwin.rewrite(sql) and "WINDOW(" in sqlwin.rewrite(sql, catalog=spark)
+    assert schemaless == sorted(tuple(r) for r in sqlwin.sql(spark, sql).collect())
+    assert (T(2024, 5, 1, 9, 50), T(2024, 5, 1, 10, 2), 1) in schemaless

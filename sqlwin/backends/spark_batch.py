@@ -2,7 +2,8 @@
 
 Native plans (provably equal to the GRAMMAR semantics, and much faster than Python):
 - TUMBLE: one projection, ``start = us - pmod(us - offset, size)``;
-- HOP / CUMULATE: ``LATERAL VIEW explode(sequence(...))`` over the candidate windows;
+- HOP: Spark's own sliding ``window()`` (slide <= size), else the one aligned candidate;
+- CUMULATE: ``LATERAL VIEW explode(sequence(...))`` over the candidate window ends;
 - SESSION (no max_duration): gaps-and-islands with window functions; a row opens a new session
   when its ts is past every earlier row's ts + gap (so touching sessions merge, as in Flink);
 - TUMBLE ROWS / HOP ROWS, ROWS: ``row_number()`` arithmetic.
@@ -124,16 +125,19 @@ class SparkBatchCompiler(WindowCompiler):
     def _hop(self, spec: WindowSpec) -> exp.Expr:
         """Spark's own sliding ``window()`` when slide <= size: its definition (windows
         ``[k*slide + offset, k*slide + offset + size)`` holding ts) is Flink's HOP, and Spark plans it
-        as a codegen'd Expand. With slide > size (gaps) candidate starts are exploded instead."""
+        as a codegen'd Expand. Otherwise (gaps when slide > size; or no schema to list the columns)
+        the candidate starts are exploded."""
         assert isinstance(spec.size, int) and isinstance(spec.slide, int)
         if spec.slide <= spec.size and spec.relation.columns is not None:
             return self._spark_window(spec)
         us = self.to_us(col(spec.time_col, "__r"), spec)
         last = self._aligned_start(us, spec.slide, spec.offset)
+        n = spec.windows_per_row()
+        candidates = fill("SEQUENCE(:last - :back, :last, :slide)", D, last=last,
+                          back=num((n - 1) * spec.slide), slide=num(spec.slide))
         x = exp.column("__x")
         keep = fill(":us < :x + :size", D, us=us.copy(), x=x, size=num(spec.size))
-        return self._exploded(spec, exp.Array(expressions=[last]), keep, x.copy(),
-                              exp.Add(this=x.copy(), expression=num(spec.size)))
+        return self._exploded(spec, candidates, keep, x.copy(), exp.Add(this=x.copy(), expression=num(spec.size)))
 
     def _spark_window(self, spec: WindowSpec) -> exp.Expr:
         assert isinstance(spec.size, int) and isinstance(spec.slide, int)
