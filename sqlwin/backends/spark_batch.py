@@ -18,6 +18,8 @@ from typing import Any
 from sqlglot import exp
 
 from sqlwin.backends.base import WindowCompiler
+from sqlwin.backends.spark_groupby import MARK as STRUCT_MARK
+from sqlwin.backends.spark_groupby import group_by_window_struct
 from sqlwin.backends.sqlbuild import col, fill, num
 from sqlwin.errors import SqlwinError
 from sqlwin.plan.windows import CountForm, Rows, TimeType, WindowKind, WindowSpec
@@ -40,6 +42,9 @@ class SparkBatchCompiler(WindowCompiler):
         self._calls: dict[str, str] = {}
         self.utc_session = spark is not None and _session_tz(spark) in ("UTC", "Etc/UTC", "Z", "+00:00", "GMT")
 
+    def compile(self, node: exp.Expr, specs: list[WindowSpec]) -> exp.Expr:
+        return group_by_window_struct(super().compile(node, specs))
+
     def render(self, node: exp.Expr) -> str:
         """Spark SQL text; UDTF calls are spliced in here because their ``TABLE(...) PARTITION BY``
         argument syntax is Spark's own and has no sqlglot node."""
@@ -56,10 +61,10 @@ class SparkBatchCompiler(WindowCompiler):
             body = self._tumble_rows(spec)
         elif spec.count_form is CountForm.HOP_ROWS_ROWS:
             body = self._hop_rows_rows(spec)
-        elif spec.kind is WindowKind.TUMBLE:
-            body = self._tumble(spec)
-        elif spec.kind is WindowKind.HOP:
-            body = self._hop(spec)
+        elif spec.kind in (WindowKind.TUMBLE, WindowKind.HOP):
+            derived = (self._tumble(spec) if spec.kind is WindowKind.TUMBLE else self._hop(spec)).subquery(spec.alias)
+            derived.meta[STRUCT_MARK] = True  # see spark_groupby: aggregations may group by one struct
+            return derived
         elif spec.kind is WindowKind.CUMULATE:
             body = self._cumulate(spec)
         else:
