@@ -261,7 +261,9 @@ def serve(host: str = "127.0.0.1", port: int = 10000, *, auth_user: str | None =
     server_conf: dict[str, Any] = {
         "hive.exec.scratchdir": os.path.join(scratch, "hive"),
         "hive.exec.local.scratchdir": os.path.join(scratch, "local"),
-        "hive.downloaded.resources.dir": os.path.join(scratch, "resources"),
+        # one folder per Hive session, as Hive's default: a shared one races when sessions open
+        # concurrently, and a closing session deletes it under the others
+        "hive.downloaded.resources.dir": os.path.join(scratch, "${hive.session.id}_resources"),
         "hive.querylog.location": os.path.join(scratch, "querylog"),
         "hive.server2.logging.operation.log.location": os.path.join(scratch, "operation_logs"),
         "spark.driver.extraClassPath": str(classes),
