@@ -85,6 +85,9 @@ def register_for_spec(spark: SparkSession, spec: WindowSpec) -> str:
     name = udtf_name(spec)
     done: set[str] = spark.__dict__.setdefault("_sqlwin_spec_udtfs", set())
     if name not in done:
+        from sqlwin.workers import check_python_workers
+
+        check_python_workers(spark)  # once per session: a clear error instead of a worker's stack trace
         ship_by_value()
         spark.udtf.register(name, arrow_udtf(make_udtf_class(params_of(spec)), returnType=return_ddl(spec)))
         done.add(name)

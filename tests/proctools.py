@@ -1,0 +1,64 @@
+"""Helpers for tests that run Spark in other processes (Spark Connect, a standalone cluster, workers
+with another interpreter): free ports, the pyspark wheel's SPARK_HOME, scripts run as subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def spark_home() -> str:
+    """The pyspark package folder: it is a complete SPARK_HOME (bin/, jars/)."""
+    import pyspark
+
+    return os.path.dirname(pyspark.__file__)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for_port(port: int, timeout: float, proc: subprocess.Popen[Any] | None = None) -> None:
+    """Until something listens on 127.0.0.1:``port`` (fails early if ``proc`` exits)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before listening on port {port}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
+
+
+def base_env(**extra: str) -> dict[str, str]:
+    """The environment of a child Spark process: loopback, UTC, readable logs."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_REMOTE"))}
+    env.update(SPARK_LOCAL_IP="127.0.0.1", TZ="UTC", PYARROW_IGNORE_TIMEZONE="1", PYTHONUNBUFFERED="1")
+    env.update(extra)
+    return env
+
+
+def run_json(script: str, env: Mapping[str, str], cwd: Path, timeout: float,
+             args: Sequence[str] = ()) -> dict[str, Any]:
+    """Run ``script`` with this interpreter; it must print one line ``RESULT <json>``, which is returned."""
+    path = cwd / "driver.py"
+    path.write_text(script)
+    proc = subprocess.run(["nice", "-n", "5", sys.executable, str(path), *args], cwd=cwd, env=dict(env),
+                          capture_output=True, text=True, timeout=timeout)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):])
+    raise AssertionError(f"no RESULT (exit {proc.returncode})\nstdout:\n{proc.stdout[-3000:]}\n"
+                         f"stderr:\n{proc.stderr[-6000:]}")
