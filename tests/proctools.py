@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -55,10 +56,17 @@ def run_json(script: str, env: Mapping[str, str], cwd: Path, timeout: float,
     """Run ``script`` with this interpreter; it must print one line ``RESULT <json>``, which is returned."""
     path = cwd / "driver.py"
     path.write_text(script)
-    proc = subprocess.run(["nice", "-n", "5", sys.executable, str(path), *args], cwd=cwd, env=dict(env),
-                          capture_output=True, text=True, timeout=timeout)
-    for line in proc.stdout.splitlines():
+    # its own process group, so a timeout also ends the JVM and Python workers it started
+    proc = subprocess.Popen(["nice", "-n", "5", sys.executable, str(path), *args], cwd=cwd, env=dict(env),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        raise AssertionError(f"timed out after {timeout} s\nstdout:\n{stdout[-3000:]}\n"
+                             f"stderr:\n{stderr[-6000:]}") from None
+    for line in stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[len("RESULT "):])
-    raise AssertionError(f"no RESULT (exit {proc.returncode})\nstdout:\n{proc.stdout[-3000:]}\n"
-                         f"stderr:\n{proc.stderr[-6000:]}")
+    raise AssertionError(f"no RESULT (exit {proc.returncode})\nstdout:\n{stdout[-3000:]}\nstderr:\n{stderr[-6000:]}")
