@@ -48,7 +48,7 @@ class SparkBatchCompiler(WindowCompiler):
     def render(self, node: exp.Expr) -> str:
         """Spark SQL text; UDTF calls are spliced in here because their ``TABLE(...) PARTITION BY``
         argument syntax is Spark's own and has no sqlglot node."""
-        sql = node.sql(dialect=D)
+        sql = node.sql(dialect=D, copy=False)  # the compiled tree is ours and rendered once
         for marker, call in reversed(self._calls.items()):  # outer calls embed the inner markers
             sql = sql.replace(marker, call)
         return sql
@@ -77,7 +77,7 @@ class SparkBatchCompiler(WindowCompiler):
         read without any time zone (in a UTC session a cast is exact; elsewhere the date parts are
         added up, since Spark's casts and TIMESTAMPDIFF shift NTZ values by the session zone)."""
         if spec.time_type is not TimeType.TIMESTAMP_NTZ:
-            return exp.func("UNIX_MICROS", ts, dialect=D)
+            return exp.func("UNIX_MICROS", ts, dialect=D, copy=False)
         if self.utc_session:
             return fill("UNIX_MICROS(CAST(:ts AS TIMESTAMP))", D, ts=ts)
         return fill("CAST(DATEDIFF(CAST(:ts AS DATE), DATE '1970-01-01') AS BIGINT) * 86400000000 "
@@ -86,7 +86,7 @@ class SparkBatchCompiler(WindowCompiler):
 
     def from_us(self, us: exp.Expr, spec: WindowSpec) -> exp.Expr:
         if spec.time_type is not TimeType.TIMESTAMP_NTZ:
-            return exp.func("TIMESTAMP_MICROS", us, dialect=D)
+            return exp.func("TIMESTAMP_MICROS", us, dialect=D, copy=False)
         if self.utc_session:
             return fill("CAST(TIMESTAMP_MICROS(:us) AS TIMESTAMP_NTZ)", D, us=us)
         return fill("TIMESTAMPADD(MICROSECOND, :us, CAST('1970-01-01 00:00:00' AS TIMESTAMP_NTZ))", D, us=us)
@@ -103,9 +103,9 @@ class SparkBatchCompiler(WindowCompiler):
 
     def _window_cols(self, spec: WindowSpec, start_us: exp.Expr, end_us: exp.Expr) -> list[exp.Expr]:
         return [
-            exp.alias_(self.from_us(start_us, spec), "window_start"),
-            exp.alias_(self.from_us(end_us, spec), "window_end"),
-            exp.alias_(self.from_us(exp.Sub(this=end_us.copy(), expression=num(MS)), spec), "window_time"),
+            exp.alias_(self.from_us(start_us, spec), "window_start", copy=False),
+            exp.alias_(self.from_us(end_us.copy(), spec), "window_end", copy=False),
+            exp.alias_(self.from_us(exp.Sub(this=end_us, expression=num(MS)), spec), "window_time", copy=False),
         ]
 
     def _aligned_start(self, us: exp.Expr, size: int, offset: int) -> exp.Expr:
@@ -118,14 +118,14 @@ class SparkBatchCompiler(WindowCompiler):
         start = self._aligned_start(self.to_us(ts, spec), spec.size, spec.offset)
         end = exp.Add(this=start.copy(), expression=num(spec.size))
         q = fill("SELECT 1 FROM __rel AS __r WHERE :ts IS NOT NULL", D, self.compile_relation(spec), ts=ts)
-        return q.select(*self._columns(spec, "__r"), *self._window_cols(spec, start, end), append=False)
+        return q.select(*self._columns(spec, "__r"), *self._window_cols(spec, start, end), append=False, copy=False)
 
     def _exploded(self, spec: WindowSpec, sequence: exp.Expr, keep: exp.Expr,
                   start: exp.Expr, end: exp.Expr) -> exp.Expr:
         q = fill("SELECT 1 FROM __rel AS __r LATERAL VIEW EXPLODE(:seq) __w AS __x "
                  "WHERE :ts IS NOT NULL AND :keep", D, self.compile_relation(spec),
                  seq=sequence, ts=col(spec.time_col, "__r"), keep=keep)
-        return q.select(*self._columns(spec, "__r"), *self._window_cols(spec, start, end), append=False)
+        return q.select(*self._columns(spec, "__r"), *self._window_cols(spec, start, end), append=False, copy=False)
 
     def _hop(self, spec: WindowSpec) -> exp.Expr:
         """Spark's own sliding ``window()`` when slide <= size: its definition (windows

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 import typing as t
+from bisect import bisect_right
+from functools import lru_cache
 
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel, ParseError
@@ -31,9 +33,16 @@ INTERVAL_STOP_WORDS = frozenset(
 
 
 def _start_of(sql: str, offset: int) -> tuple[int, int]:
-    """1-based (line, col) of the character at ``offset`` of ``sql``."""
-    line = sql.count("\n", 0, offset) + 1
-    return line, offset - sql.rfind("\n", 0, offset)
+    """1-based (line, col) of the character at ``offset`` of ``sql`` (a bisection over the line
+    starts, computed once per text: counting newlines per node was quadratic in long statements)."""
+    starts = _line_starts(sql)
+    line = bisect_right(starts, offset)
+    return line, offset - starts[line - 1] + 1
+
+
+@lru_cache(maxsize=8)
+def _line_starts(sql: str) -> list[int]:
+    return [0, *(m.end() for m in re.finditer("\n", sql))]
 
 
 def _describe(token: Token | None) -> str:

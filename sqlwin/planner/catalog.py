@@ -31,7 +31,9 @@ class SparkCatalog:
         try:
             schema = self.spark.sql(sql).schema
         except Exception as err:  # AnalysisException, ParseException: user-facing text only
-            raise SqlwinError(_first_line(err)) from None
+            error = SqlwinError(_first_line(err))
+            error.spark_error = err  # type: ignore[attr-defined]  # sqlwin.diagnostics re-points it
+            raise error from None
         return tuple(Column(f.name, f.dataType.simpleString()) for f in schema.fields)
 
 

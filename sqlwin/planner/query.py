@@ -30,12 +30,13 @@ class QueryPlanner:
         self.planned: dict[int, WindowSpec] = {}
         self.calls: dict[int, WindowTVF] = {}
         self._in_progress: set[int] = set()
+        self._cte_memo: dict[int, list[exp.CTE]] = {}
 
     def plan(self, node: exp.Expr) -> WindowedQuery:
-        for call in node.find_all(WindowTVF):
+        for call in node.find_all(WindowTVF):  # breadth first: reversed, innermost come first
             call.meta.setdefault(SPEC_KEY, next(_ids))
             self.calls[spec_key(call)] = call
-        for key in sorted(self.calls, key=lambda k: -_depth(self.calls[k])):
+        for key in reversed(self.calls):
             self._ensure(self.calls[key])
         windows = [self.planned[k] for k in self.calls]
         return self._clauses(node, windows)
@@ -60,17 +61,20 @@ class QueryPlanner:
         if self.resolve_schema is None:
             return None
         query = exp.select(exp.Star()).from_(_as_source(data.this))
-        ctes = _visible_ctes(call)
+        ctes = _referenced(query, _visible_ctes(call, self._cte_memo))
         if ctes:
             query.set("with_", exp.With(expressions=[c.copy() for c in ctes]))
         for inner in query.find_all(WindowTVF):  # plan what the schema query itself needs first
             original = self.calls.get(spec_key(inner))
             if original is not None:
                 self._ensure(original)
+        inner = {spec_key(c) for c in query.find_all(WindowTVF)}  # only these: linear, not quadratic
         try:
-            return self.resolve_schema(query, list(self.planned.values()))
+            return self.resolve_schema(query, [s for k, s in self.planned.items() if k in inner])
         except SqlwinError as err:
-            raise SqlwinError.at(data, f"{call.kind}: cannot read the input: {err.message}") from None
+            error = SqlwinError.at(data, f"{call.kind}: cannot read the input: {err.message}")
+            error.spark_error = getattr(err, "spark_error", None)  # type: ignore[attr-defined]
+            raise error from None
 
     def _alias(self, call: WindowTVF, data: TableArg) -> str:
         alias = call.args.get("alias")
@@ -111,13 +115,6 @@ class QueryPlanner:
         return query
 
 
-def _depth(node: exp.Expr) -> int:
-    depth = 0
-    while node.parent is not None:
-        node, depth = node.parent, depth + 1
-    return depth
-
-
 def _as_source(node: exp.Expr) -> exp.Expr:
     source = node.copy()
     if isinstance(source, exp.Select):
@@ -127,26 +124,41 @@ def _as_source(node: exp.Expr) -> exp.Expr:
     return source
 
 
-def _visible_ctes(node: exp.Expr) -> list[exp.CTE]:
-    """CTEs in scope at ``node``: those of enclosing WITH clauses (earlier ones only, inside a CTE)."""
-    found: list[exp.CTE] = []
+def _visible_ctes(node: exp.Expr, memo: dict[int, list[exp.CTE]]) -> list[exp.CTE]:
+    """CTEs in scope at ``node``: those of enclosing WITH clauses (earlier ones only, inside a CTE).
+
+    ``memo`` keeps, per ancestor, what its children (other than its WITH) see, so planning every
+    TVF of a deep tree (a long UNION ALL) walks each ancestor once, not once per TVF.
+    """
+    chain: list[tuple[exp.Expr, exp.Expr]] = []
     child, parent = node, node.parent
-    while parent is not None:
+    while parent is not None and not (id(parent) in memo and child is not parent.args.get("with_")):
+        chain.append((child, parent))
+        child, parent = parent, parent.parent
+    found = memo[id(parent)] if parent is not None else []
+    for i in range(len(chain) - 1, -1, -1):  # outermost first: outer CTEs precede inner ones
+        child, parent = chain[i]
         with_ = parent.args.get("with_") if isinstance(parent, exp.Query) else None
         if isinstance(with_, exp.With):
             ctes = list(with_.expressions)
-            inside = next((i for i, c in enumerate(ctes) if child is c or _contains(c, child)), None)
-            found = ctes[:inside] + found if inside is not None else ctes + found
-        child, parent = parent, parent.parent
+            if child is with_ and i > 0:  # inside CTE number k: only the CTEs before it
+                cte = chain[i - 1][0]
+                ctes = ctes[: next((k for k, c in enumerate(ctes) if c is cte), len(ctes))]
+            found = found + ctes
+        if child is not with_:
+            memo[id(parent)] = found
     return found
 
 
-def _contains(ancestor: exp.Expr, node: exp.Expr) -> bool:
-    while node is not None:
-        if node is ancestor:
-            return True
-        node = node.parent
-    return False
+def _referenced(query: exp.Expr, ctes: list[exp.CTE]) -> list[exp.CTE]:
+    """The CTEs ``query`` reads, directly or through other CTEs (in their order)."""
+    names = {t.name.lower() for t in query.find_all(exp.Table) if not t.args.get("db")}
+    kept: set[int] = set()
+    for i in range(len(ctes) - 1, -1, -1):  # a CTE can only read the ones before it
+        if ctes[i].alias.lower() in names:
+            kept.add(i)
+            names |= {t.name.lower() for t in ctes[i].find_all(exp.Table) if not t.args.get("db")}
+    return [c for i, c in enumerate(ctes) if i in kept]
 
 
 def _aggregates(select: exp.Expr) -> bool:

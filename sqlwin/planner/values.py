@@ -54,14 +54,29 @@ def _parse_interval_text(text: str, node: exp.Expr) -> int:
     return total
 
 
+# Bounds that keep every sum sqlwin forms (a timestamp plus a size, an offset and a lateness) well
+# inside a signed 64-bit microsecond count, so no value can overflow later in Spark.
+MAX_INTERVAL_US = 10**18  # about 31,700 years
+MAX_COUNT = 2**62
+
+
 def interval_micros(node: exp.Expr | None, what: str) -> int:
-    """An interval-valued constant expression in microseconds (may be negative)."""
+    """An interval-valued constant expression in microseconds (may be negative), within
+    +-``MAX_INTERVAL_US``."""
+    value = _interval_micros(node, what)
+    if abs(value) > MAX_INTERVAL_US:
+        raise SqlwinError.at(node, f"{what}: interval is too large ({abs(value)} microseconds); at most "
+                                   f"{MAX_INTERVAL_US // 86_400_000_000} days (10^18 microseconds) are supported")
+    return value
+
+
+def _interval_micros(node: exp.Expr | None, what: str) -> int:
     if node is None:
         raise SqlwinError(f"{what}: missing interval")
     if isinstance(node, exp.Paren):
-        return interval_micros(node.this, what)
+        return _interval_micros(node.this, what)
     if isinstance(node, exp.Neg):
-        return -interval_micros(node.this, what)
+        return -_interval_micros(node.this, what)
     if isinstance(node, exp.Interval):
         value = node.this
         unit = node.args.get("unit")
@@ -95,6 +110,8 @@ def positive_int(node: exp.Expr | None, what: str) -> int:
             value = Decimal(node.name)
         except InvalidOperation:
             value = Decimal(-1)
+        if value == value.to_integral_value() and value > MAX_COUNT:
+            raise SqlwinError.at(node, f"{what} is too large: at most {MAX_COUNT} (2^62) is supported")
         if value == value.to_integral_value() and value > 0:
             return int(value)
     shown = node.sql("spark") if isinstance(node, exp.Expr) else "nothing"

@@ -1,0 +1,331 @@
+"""Errors in the user's own words.
+
+Spark analyses the SQL sqlwin *generated*, so its errors carry positions in that text and may
+suggest sqlwin's internal names (``__w``, ``__r``, ``__q``, ``__w7``...). Here they become a
+``SqlwinError`` positioned in the statement the user wrote (the offending identifier or
+expression, found among the statement's own tokens) whose message names only the user's tables
+and columns. Statements nested beyond what the parser's recursion can take become a positioned
+"nested too deeply" error instead of a ``RecursionError``.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from sqlwin.errors import SqlwinError
+
+INTERNAL = re.compile(r"__\w*")  # every name sqlwin generates starts with two underscores
+_QUOTED = r"`(?:[^`]|``)*`"
+_NAME = rf"{_QUOTED}(?:\.{_QUOTED})*"
+_SUGGESTIONS = re.compile(r"(Did you mean one of the following\?\s*)\[([^\]]*)\]")
+_SPARK_POS = re.compile(r";?\s*line (\d+) pos (\d+);?\s*$")
+_STRUCT_BOUND = re.compile(r"`?__w`?\.`?(start|end)`?")  # spark_groupby's window struct
+_PARAM_KEYS = ("objectName", "routineName", "relationName", "functionName", "expression", "sqlExpr",
+               "name", "fieldName", "columnName", "tableName", "viewName")
+
+
+@dataclass
+class SparkFailure:
+    """What Spark said, read off a pyspark exception (or a bare message)."""
+
+    condition: str | None
+    message: str  # first line, without SQLSTATE, position and plan dump
+    params: dict[str, str]
+    fragment: str | None  # the text Spark pointed at, in the SQL it analysed
+    start: int | None  # 0-based offset of ``fragment`` in that SQL
+    line_pos: tuple[int, int] | None  # Spark's "line N pos M" (1-based line, 0-based pos)
+
+
+def read_failure(err: BaseException | str) -> SparkFailure:
+    text = err if isinstance(err, str) else _message_of(err)
+    condition, params, fragment, start = None, {}, None, None
+    if not isinstance(err, str):
+        condition = _call(err, "getCondition") or _call(err, "getErrorClass")
+        params = dict(_call(err, "getMessageParameters") or {})
+        for ctx in _call(err, "getQueryContext") or []:
+            fragment, start = _call(ctx, "fragment") or None, _call(ctx, "startIndex")
+            break
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    first = lines[0].strip() if lines else text.strip()
+    line_pos = None
+    m = _SPARK_POS.search(first)
+    if m:
+        line_pos = (int(m.group(1)), int(m.group(2)))
+        first = first[: m.start()]
+    first = re.sub(r"\s*SQLSTATE: \w+\.?\s*", " ", first).strip().rstrip(";").strip()
+    if condition is None:
+        cm = re.match(r"\[([A-Z0-9_.]+)\]", first)
+        condition = cm.group(1) if cm else None
+    if len(lines) > 1 and condition == "MISSING_AGGREGATION":  # its advice is on the second line
+        first = f"{first} {lines[1].strip()}"
+        first = re.sub(r"\s*SQLSTATE: \w+\.?;?\s*$", "", first).strip()
+    return SparkFailure(condition, first, params, fragment, start if isinstance(start, int) else None, line_pos)
+
+
+def _call(obj: Any, name: str) -> Any:
+    fn = getattr(obj, name, None)
+    if not callable(fn):
+        return None
+    try:
+        return fn()
+    except Exception:
+        return None
+
+
+def _message_of(err: BaseException) -> str:
+    desc = getattr(err, "desc", None)
+    if isinstance(desc, str) and desc:
+        return desc
+    return _call(err, "getMessage") or str(err) or type(err).__name__
+
+
+# -- the user's words ---------------------------------------------------------------------------
+def user_names(text: str) -> set[str]:
+    """Every identifier-like word of the statement, lower-cased (internal names the user wrote stay)."""
+    return {w.lower() for w in re.findall(r"\w+", text)}
+
+
+def clean_message(message: str, text: str) -> str:
+    """Spark's message with sqlwin's internal names taken out of it."""
+    own = user_names(text)
+
+    def internal(name: str) -> bool:
+        return bool(INTERNAL.fullmatch(name)) and name.lower() not in own
+
+    def rewrite_list(m: re.Match[str]) -> str:
+        kept: list[str] = []
+        for item in re.findall(_NAME, m.group(2)):
+            parts = [p[1:-1].replace("``", "`") for p in re.findall(_QUOTED, item)]
+            parts = [p for p in parts[:-1] if not internal(p)] + parts[-1:]
+            if internal(parts[-1]):
+                continue
+            shown = ".".join(f"`{p}`" for p in parts)
+            if shown not in kept:
+                kept.append(shown)
+        return f"{m.group(1)}[{', '.join(kept)}]" if kept else ""
+
+    message = _STRUCT_BOUND.sub(lambda m: f"window_{m.group(1)}", message)
+    message = _SUGGESTIONS.sub(rewrite_list, message)
+    message = re.sub(r"\s*\.\s*$", ".", message.replace(" .", "."))
+    # qualifiers sqlwin invented (`__w3`.`k`, __r.k) read as the bare column
+    message = re.sub(r"`(__\w*)`\.", lambda m: "" if internal(m.group(1)) else m.group(0), message)
+    message = re.sub(r"\b(__\w*)\.(?=\w)", lambda m: "" if internal(m.group(1)) else m.group(0), message)
+    return message
+
+
+def _tokens(text: str) -> list[Any]:
+    from sqlwin import dialect
+
+    try:
+        return list(dialect.Sqlwin().tokenize(text))
+    except Exception:
+        return []
+
+
+def _norm(token_text: str) -> str:
+    return token_text.strip("`\"").lower()
+
+
+def _words(snippet: str) -> list[str]:
+    return [_norm(t.text) for t in _tokens(snippet)]
+
+
+def _matches(tokens: list[Any], words: list[str]) -> list[int]:
+    n = len(words)
+    if not n:
+        return []
+    texts = [_norm(t.text) for t in tokens]
+    return [i for i in range(len(texts) - n + 1) if texts[i:i + n] == words]
+
+
+def locate(text: str, snippets: list[str], after: int = 0, ordinal: int = 0) -> tuple[int, int] | None:
+    """1-based (line, col) in ``text`` of the first snippet found among its tokens (from offset
+    ``after``); ``ordinal`` picks a later occurrence when Spark's text had several."""
+    tokens = [t for t in _tokens(text) if t.start >= after]
+    for snippet in snippets:
+        hits = _matches(tokens, _words(snippet))
+        if hits:
+            return offset_position(text, tokens[hits[min(ordinal, len(hits) - 1)]].start)
+    return None
+
+
+def offset_position(text: str, offset: int) -> tuple[int, int]:
+    return text.count("\n", 0, offset) + 1, offset - text.rfind("\n", 0, offset)
+
+
+def statement_start(text: str) -> tuple[int, int]:
+    """Where the statement's first token is (comments and blanks skipped)."""
+    tokens = _tokens(text)
+    return offset_position(text, tokens[0].start) if tokens else (1, 1)
+
+
+def _snippets(failure: SparkFailure) -> list[str]:
+    found: list[str] = []
+    if failure.fragment:
+        found.append(failure.fragment)
+    for key in _PARAM_KEYS:
+        value = failure.params.get(key)
+        if not value:
+            continue
+        value = value.strip('"')
+        parts = [p[1:-1] for p in re.findall(_QUOTED, value)] if value.startswith("`") else []
+        parts = [p for p in parts if not INTERNAL.fullmatch(p)]
+        if parts:
+            found.append(".".join(parts))
+            found.append(parts[-1])
+        else:
+            found.append(value)
+    return [s for s in found if s and not INTERNAL.fullmatch(s)]
+
+
+def _ordinal(failure: SparkFailure, generated: str | None) -> int:
+    """Which occurrence of the fragment Spark meant, counted in the SQL it analysed."""
+    if not failure.fragment or failure.start is None or not generated:
+        return 0
+    return len(_matches(_tokens(generated[: failure.start]), _words(failure.fragment)))
+
+
+# -- entry points -------------------------------------------------------------------------------
+def from_spark(err: BaseException | str, text: str, generated: str | None = None, *,
+               prefix: str = "", after: tuple[int, int] | None = None) -> SqlwinError:
+    """A SqlwinError for Spark's ``err`` on ``generated`` (None: Spark ran ``text`` itself)."""
+    failure = read_failure(err)
+    message = prefix + clean_message(failure.message, text)
+    position: tuple[int, int] | None = None
+    start_offset = _offset(text, after) if after else 0
+    if generated is None and failure.line_pos is not None:
+        position = _passthrough_position(text, failure.line_pos)
+    if position is None:
+        position = locate(text, _snippets(failure), start_offset, _ordinal(failure, generated))
+    if position is None:
+        position = after or statement_start(text)
+    error = SqlwinError(message, *position)
+    error.spark_condition = failure.condition  # type: ignore[attr-defined]
+    return error
+
+
+def _offset(text: str, position: tuple[int, int]) -> int:
+    line, col = position
+    offset = 0
+    for _ in range(line - 1):
+        nxt = text.find("\n", offset)
+        if nxt < 0:
+            break
+        offset = nxt + 1
+    return offset + col - 1
+
+
+def _passthrough_position(text: str, line_pos: tuple[int, int]) -> tuple[int, int]:
+    """Spark's position in the stripped statement it ran, as a position in ``text``."""
+    lead = len(text) - len(text.lstrip())
+    base_line, base_col = offset_position(text, lead)
+    line, pos = line_pos
+    return (base_line, base_col + pos) if line == 1 else (base_line + line - 1, pos + 1)
+
+
+def refine(err: SqlwinError, text: str) -> SqlwinError:
+    """A planner error that wraps a Spark error (schema look-up of a TVF's input): re-point it."""
+    spark_error = getattr(err, "spark_error", None)
+    if spark_error is None:
+        return err
+    marker = "cannot read the input: "
+    prefix = err.message[: err.message.index(marker) + len(marker)] if marker in err.message else ""
+    after = (err.line, err.col or 1) if err.line is not None else None
+    return from_spark(spark_error, text, "", prefix=prefix, after=after)
+
+
+# -- nesting ------------------------------------------------------------------------------------
+NESTING_LIMIT = 40  # parenthesised levels the parser's recursion takes with room to spare
+_PREFIX_WORDS = {"not", "-", "+", "~", "repeatedly", "!"}
+
+
+def too_deep(text: str) -> SqlwinError:
+    """'nested too deeply', positioned where the statement is nested deepest."""
+    tokens = _tokens(text)
+    depth, best, where = 0, 0, 0
+    run, run_start = 0, 0
+    for tok in tokens:
+        word = tok.text.lower()
+        if word == "(":
+            depth += 1
+            if depth > best:
+                best, where = depth, tok.start
+        elif word == ")":
+            depth = max(0, depth - 1)
+        if word in _PREFIX_WORDS:
+            run, run_start = run + 1, run_start if run else tok.start
+            if run > best:
+                best, where = run, run_start
+        else:
+            run = 0
+    line, col = offset_position(text, where) if tokens else (1, 1)
+    return SqlwinError(f"the statement is nested too deeply ({best} levels here); sqlwin reads up to about "
+                       f"{NESTING_LIMIT} levels of nested parentheses, subqueries or triggers: flatten it "
+                       "(for example with WITH ... AS common table expressions)", line, col)
+
+
+def check_nesting(text: str, limit: int = NESTING_LIMIT) -> None:
+    """Refuse, before parsing, a statement whose parentheses nest deeper than ``limit``."""
+    depth = 0
+    tokens = _tokens(text)
+    for tok in tokens:
+        if tok.text == "(":
+            depth += 1
+            if depth > limit:
+                line, col = offset_position(text, tok.start)
+                raise SqlwinError(f"the statement is nested too deeply (more than {limit} levels of "
+                                  "parentheses); flatten it, for example with WITH ... AS common table "
+                                  "expressions", line, col)
+        elif tok.text == ")":
+            depth = max(0, depth - 1)
+
+
+# -- hooks for the pipeline ---------------------------------------------------------------------
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def in_user_terms(fn: F) -> F:
+    """Decorate a ``(text, ...)`` compile step: too-deep input and Spark errors met while planning
+    come out as SqlwinErrors positioned in ``text``, never as a RecursionError."""
+
+    @functools.wraps(fn)
+    def wrapper(text: str, *args: Any, **kwargs: Any) -> Any:
+        check_nesting(text)
+        try:
+            return fn(text, *args, **kwargs)
+        except RecursionError:
+            raise too_deep(text) from None
+        except SqlwinError as err:
+            raise refine(err, text) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def run_sql(spark: Any, sql: str, text: str, generated: str | None) -> Any:
+    """``spark.sql(sql)`` whose analysis errors speak of ``text`` (``generated`` is None when Spark
+    runs the user's own text)."""
+    try:
+        return spark.sql(sql)
+    except Exception as err:
+        if not _is_spark_error(err):
+            raise
+        raise from_spark(err, text, generated) from None
+
+
+def analyse(spark: Any, plan: Any, sql: str, text: str) -> None:
+    """Analyse a rewritten *query* (nothing runs) so that its errors are mapped before a JDBC
+    client sees them; statements with side effects are left to Spark."""
+    from sqlglot import exp
+
+    node = getattr(plan, "node", None)
+    if getattr(plan, "windows", None) is not None and isinstance(node, exp.Query):
+        run_sql(spark, sql, text, sql)
+
+
+def _is_spark_error(err: BaseException) -> bool:
+    module = type(err).__module__
+    return module.startswith(("pyspark", "py4j"))
