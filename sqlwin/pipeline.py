@@ -9,7 +9,7 @@ from typing import Any
 from sqlglot import exp
 from sqlglot.tokens import TokenType
 
-from sqlwin import dialect
+from sqlwin import diagnostics, dialect
 from sqlwin.api import StatementResult
 from sqlwin.backends.base import WindowCompiler
 from sqlwin.errors import SqlwinError
@@ -47,8 +47,11 @@ def _resolver(catalog: Catalog | None, plan: str):
     spark = catalog.spark if isinstance(catalog, SparkCatalog) else None
 
     def resolve(query: exp.Expr, specs: list[WindowSpec]) -> tuple[Column, ...] | None:
-        compiler = make_compiler(catalog.dialect, spark, plan)
-        sql = compiler.render(compiler.compile(query.copy(), specs))
+        if specs:
+            compiler = make_compiler(catalog.dialect, spark, plan)
+            sql = compiler.render(compiler.compile(query.copy(), specs))
+        else:  # no window inside: nothing to compile (and no compiler to build per TVF)
+            sql = query.sql(dialect=catalog.dialect)
         try:
             return catalog.schema_of(sql)
         except LookupError:
@@ -117,6 +120,7 @@ def _statement_name(kind: str) -> str:
             "StopStreamingTable": "STOP STREAMING TABLE"}.get(kind, kind)
 
 
+@diagnostics.in_user_terms
 def compile_statement(text: str, target: str = "spark", catalog: Any = None, plan: str = "auto",
                       spark: Any = None) -> Compiled:
     node = parse_single(text)
@@ -134,7 +138,7 @@ def execute_statement(spark: Any, text: str, plan: str = "auto") -> StatementRes
         df = spark.createDataFrame([(compiled.sql,)], "rewritten string")
         return StatementResult(text, df, message=compiled.sql, rewritten=compiled.sql)
     rewritten = None if isinstance(compiled.plan, st.Passthrough) else compiled.sql
-    return StatementResult(text, spark.sql(compiled.sql), rewritten=rewritten)
+    return StatementResult(text, diagnostics.run_sql(spark, compiled.sql, text, rewritten), rewritten=rewritten)
 
 
 def spark_sql_for(spark: Any, text: str) -> str:
@@ -142,4 +146,5 @@ def spark_sql_for(spark: Any, text: str) -> str:
     compiled = compile_statement(text, "spark", catalog=spark, spark=spark)
     if isinstance(compiled.plan, st.Explain) and compiled.plan.rewrite:
         return exp.select(exp.alias_(exp.Literal.string(compiled.sql), "rewritten")).sql(dialect="spark")
+    diagnostics.analyse(spark, compiled.plan, compiled.sql, text)  # errors in the client's own SQL
     return compiled.sql
