@@ -21,7 +21,7 @@ from sqlwin.errors import SqlwinError
 INTERNAL = re.compile(r"__\w*")  # every name sqlwin generates starts with two underscores
 _QUOTED = r"`(?:[^`]|``)*`"
 _NAME = rf"{_QUOTED}(?:\.{_QUOTED})*"
-_SUGGESTIONS = re.compile(r"(Did you mean one of the following\?\s*)\[([^\]]*)\]")
+_SUGGESTIONS = re.compile(r"(Did you mean one of the following\?\s*)\[([^\]]*)\](\.?\s*)")
 _SPARK_POS = re.compile(r";?\s*line (\d+) pos (\d+);?\s*$")
 _STRUCT_BOUND = re.compile(r"`?__w`?\.`?(start|end)`?")  # spark_groupby's window struct
 _PARAM_KEYS = ("objectName", "routineName", "relationName", "functionName", "expression", "sqlExpr",
@@ -60,6 +60,10 @@ def read_failure(err: BaseException | str) -> SparkFailure:
     if condition is None:
         cm = re.match(r"\[([A-Z0-9_.]+)\]", first)
         condition = cm.group(1) if cm else None
+    if not params:  # a bare message (a JDBC text, a wrapped error): the first name it quotes
+        nm = re.search(_NAME, first) or re.search(r'expression "([^"]+)"', first)
+        if nm:
+            params = {"objectName": nm.group(0) if nm.group(0).startswith("`") else nm.group(1)}
     if len(lines) > 1 and condition == "MISSING_AGGREGATION":  # its advice is on the second line
         first = f"{first} {lines[1].strip()}"
         first = re.sub(r"\s*SQLSTATE: \w+\.?;?\s*$", "", first).strip()
@@ -106,11 +110,10 @@ def clean_message(message: str, text: str) -> str:
             shown = ".".join(f"`{p}`" for p in parts)
             if shown not in kept:
                 kept.append(shown)
-        return f"{m.group(1)}[{', '.join(kept)}]" if kept else ""
+        return f"{m.group(1)}[{', '.join(kept)}]{m.group(3)}" if kept else ""
 
     message = _STRUCT_BOUND.sub(lambda m: f"window_{m.group(1)}", message)
     message = _SUGGESTIONS.sub(rewrite_list, message)
-    message = re.sub(r"\s*\.\s*$", ".", message.replace(" .", "."))
     # qualifiers sqlwin invented (`__w3`.`k`, __r.k) read as the bare column
     message = re.sub(r"`(__\w*)`\.", lambda m: "" if internal(m.group(1)) else m.group(0), message)
     message = re.sub(r"\b(__\w*)\.(?=\w)", lambda m: "" if internal(m.group(1)) else m.group(0), message)

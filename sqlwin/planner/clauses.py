@@ -53,7 +53,7 @@ def plan_trigger(node: exp.Expr) -> t.Trigger:
         return t.OrFinally(plan_trigger(node.this), plan_trigger(node.expression))
     if isinstance(node, n.TriggerNever):
         return t.Never()
-    raise SqlwinError.at(node, f"unknown trigger {node.sql('spark') if isinstance(node, exp.Expr) else node}")
+    raise SqlwinError.at(node, f"unknown trigger {node.sql('sqlwin') if isinstance(node, exp.Expr) else node}")
 
 
 def _repeating(trigger: t.Trigger) -> t.Trigger:

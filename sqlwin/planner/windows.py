@@ -84,14 +84,14 @@ def time_column_name(node: exp.Expr, kind: str) -> str:
     if isinstance(node, exp.Literal) and node.is_string:  # the plain-Spark UDTF spelling 'ts'
         return node.name
     raise SqlwinError.at(node, f"{kind}: expected DESCRIPTOR(time_column) as the second argument, "
-                               f"got {node.sql('spark')}")
+                               f"got {node.sql('sqlwin')}")
 
 
 def data_argument(node: exp.Expr, kind: str) -> TableArg:
     if isinstance(node, TableArg):
         return node
     raise SqlwinError.at(node, f"{kind}: expected TABLE name or TABLE(subquery) as the first argument, "
-                               f"got {node.sql('spark')}")
+                               f"got {node.sql('sqlwin')}")
 
 
 def partition_columns(data: TableArg, relation: Relation, kind: str) -> tuple[str, ...]:
@@ -102,7 +102,7 @@ def partition_columns(data: TableArg, relation: Relation, kind: str) -> tuple[st
         items = key.expressions if isinstance(key, exp.Tuple) else [key]
         for item in items:
             if not isinstance(item, exp.Column):
-                raise SqlwinError.at(item, f"{kind}: PARTITION BY takes column names, got {item.sql('spark')}")
+                raise SqlwinError.at(item, f"{kind}: PARTITION BY takes column names, got {item.sql('sqlwin')}")
             if relation.columns is not None and relation.column(item.name) is None:
                 raise SqlwinError.at(item, f"{kind}: PARTITION BY column {item.name!r} is not a column of the "
                                            f"input; it has {', '.join(relation.column_names)}")
@@ -187,7 +187,9 @@ class WindowBuilder:
         if isinstance(spec.gap, int):
             positive("gap", spec.gap)
         if self.kind is WindowKind.CUMULATE:
-            assert isinstance(spec.size, int) and spec.step is not None
+            if not isinstance(spec.size, int):
+                raise SqlwinError.at(bound["size"], "CUMULATE counts time, not rows: size must be an INTERVAL")
+            assert spec.step is not None
             if spec.size % spec.step:
                 raise SqlwinError.at(bound["size"], f"CUMULATE size ({_show(spec.size)}) must be a multiple of "
                                                     f"step ({_show(spec.step)})")
