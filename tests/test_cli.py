@@ -149,8 +149,8 @@ def test_runner_shows_explain_rewrite_as_sql(spark):
 def test_spark_errors_are_one_concise_message(spark):
     _, err, failed = run_text(spark, "SELECT 1 AS one;\nSELECT nope FROM range(3)")
     assert failed
-    assert err.startswith("error: [UNRESOLVED_COLUMN")
-    assert " --> <test>:2: SELECT nope FROM range(3)" in err
+    assert err.startswith("error: line 2, col 8: [UNRESOLVED_COLUMN")  # where in the file, as written
+    assert "--> <test>:2:8" in err and "2 | SELECT nope FROM range(3)" in err
     assert "Traceback" not in err and "at org.apache" not in err and "Project" not in err
 
 
