@@ -6,6 +6,7 @@ Native plans (provably equal to the GRAMMAR semantics, and much faster than Pyth
 - CUMULATE: ``LATERAL VIEW explode(sequence(...))`` over the candidate window ends;
 - SESSION (no max_duration): gaps-and-islands with window functions; a row opens a new session
   when its ts is past every earlier row's ts + gap (so touching sessions merge, as in Flink);
+  aggregations grouped by a static-gap session skip the per-row bounds (spark_groupby.SessionRoute);
 - TUMBLE ROWS / HOP ROWS, ROWS: ``row_number()`` arithmetic.
 The vectorized arrow UDTF (``udtfs``) runs only where SQL cannot express the semantics
 (SESSION with max_duration, HOP ROWS m, d and HOP s, ROWS n), or when ``plan='udtf'`` forces it.
@@ -19,7 +20,7 @@ from sqlglot import exp
 
 from sqlwin.backends.base import WindowCompiler
 from sqlwin.backends.spark_groupby import MARK as STRUCT_MARK
-from sqlwin.backends.spark_groupby import group_by_window_struct
+from sqlwin.backends.spark_groupby import SESSION_MARK, SessionRoute, group_by_window_struct
 from sqlwin.backends.sqlbuild import col, fill, num
 from sqlwin.errors import SqlwinError
 from sqlwin.plan.windows import CountForm, Rows, TimeType, WindowKind, WindowSpec
@@ -68,7 +69,10 @@ class SparkBatchCompiler(WindowCompiler):
         elif spec.kind is WindowKind.CUMULATE:
             body = self._cumulate(spec)
         else:
-            body = self._session(spec)
+            derived = self._session(spec).subquery(alias=spec.alias)
+            if isinstance(spec.gap, int) and spec.relation.columns is not None:
+                derived.meta[SESSION_MARK] = self._session_route(spec, spec.gap)
+            return derived
         return body.subquery(alias=spec.alias)
 
     # -- time arithmetic ----------------------------------------------------------------------
@@ -201,6 +205,29 @@ class SparkBatchCompiler(WindowCompiler):
         cols = [col(c.name, "__d") for c in spec.relation.columns or ()]
         return exp.select(*cols, *self._window_cols(spec, exp.column("__ws", "__d"), exp.column("__we", "__d"))
                           ).from_(bounds.subquery(alias="__d"))
+
+    def _session_route(self, spec: WindowSpec, gap: int) -> SessionRoute:
+        """Static gap, grouped by session (see spark_groupby): a row starts a session when it is more
+        than ``gap`` after the previous row of its partition (ties and touching rows join), and
+        ``__ws``, the running max of those starts, names the session and is its window_start."""
+        ts = col(spec.time_col, "__r")
+        inner = fill("SELECT __r.*, :us AS __us FROM __rel AS __r WHERE :ts IS NOT NULL", D,
+                     self.compile_relation(spec), us=self.to_us(ts.copy(), spec), ts=ts)
+        p, keys = partition_template(spec.partition_by)
+        flagged = fill(f"SELECT *, COALESCE(__us - LAG(__us) OVER (PARTITION BY {p} ORDER BY __us) > :gap, TRUE) "
+                       "AS __new FROM :src AS __a", D, src=inner.subquery(), gap=num(gap), **keys)
+        body = fill(f"SELECT *, MAX(IF(__new, __us, NULL)) OVER (PARTITION BY {p} ORDER BY __us "
+                    "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS __ws FROM :src AS __b", D,
+                    src=flagged.subquery(), **keys)
+        assert isinstance(body, exp.Select)
+        last = fill("MAX(__us) + :gap", D, gap=num(gap))
+        start = self.from_us(exp.column("__ws"), spec)
+        return SessionRoute(
+            body=body, key="__ws", partition_by=spec.partition_by,
+            group_bounds={"window_start": start,
+                          "window_end": self.from_us(last.copy(), spec),
+                          "window_time": self.from_us(exp.Sub(this=last, expression=num(MS)), spec)},
+            row_bounds={"window_start": start.copy()})
 
     # -- count windows ------------------------------------------------------------------------
     def order_keys(self, spec: WindowSpec, table: str | None) -> list[exp.Ordered]:

@@ -5,14 +5,40 @@ its own ``GROUP BY window(ts, ...), k`` hashes one struct; measured at 5M rows t
 query. When an aggregation reads a single TUMBLE/HOP derived table directly and groups by both
 bounds, the derived table also yields ``__w = named_struct(start, end)``, the aggregation groups by
 ``__w`` and reads the bounds back from it. Same rows, same names, same types.
+
+A static-gap SESSION is routed too (``SessionRoute``): its per-row plan needs three window passes
+to give every row its bounds, then the user's aggregation; grouped by session, the bounds are
+aggregates of the group, so one sort and two pipelined window passes name each session and a hash
+aggregation finishes it (measured below Spark's own ``session_window``, which pre-aggregates on
+nearly unique keys before its shuffle). Routed only when the answer cannot differ: the grouping
+keys besides the bounds are exactly the SESSION's partition keys, there is no WHERE (it would drop
+rows after sessions formed), and no bound is read per row except ``window_start``.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from sqlglot import exp
 
 MARK = "sqlwin_window_struct"  # meta flag on the derived tables this rewrite may touch
+SESSION_MARK = "sqlwin_session_route"  # meta: the SessionRoute of a static-gap SESSION derived table
 BOUNDS = ("window_start", "window_end", "window_time")
+
+
+@dataclass(frozen=True)
+class SessionRoute:
+    """What an aggregation grouped by session needs instead of the per-row plan.
+
+    ``body`` yields every input column plus ``key`` (unique per session within a partition);
+    ``group_bounds`` give each bound over the group (may use aggregates), ``row_bounds`` the bounds
+    known per row (usable inside aggregates); both refer to ``body``'s columns unqualified."""
+
+    body: exp.Select
+    key: str
+    partition_by: tuple[str, ...]
+    group_bounds: dict[str, exp.Expr]
+    row_bounds: dict[str, exp.Expr] = field(default_factory=dict)
 
 
 def group_by_window_struct(tree: exp.Expr) -> exp.Expr:
@@ -41,9 +67,15 @@ def _rewrite(select: exp.Select) -> None:
     source = select.args.get("from_")
     derived = source.this if source is not None else None
     group = select.args.get("group")
-    if (not isinstance(derived, exp.Subquery) or not derived.meta.get(MARK) or group is None
+    if (not isinstance(derived, exp.Subquery) or group is None
             or select.args.get("joins") or select.args.get("laterals")
             or any(group.args.get(k) for k in ("grouping_sets", "cube", "rollup", "totals"))):
+        return
+    route = derived.meta.get(SESSION_MARK)
+    if isinstance(route, SessionRoute):
+        _route_session(select, derived, group, route)
+        return
+    if not derived.meta.get(MARK):
         return
     alias = derived.alias
     bounds = {_bound(g, alias) for g in group.expressions}
@@ -83,3 +115,68 @@ def _rewrite(select: exp.Select) -> None:
         part = select.args.get(key)
         if part is not None:
             part.transform(swap, copy=False)
+
+
+def _qualified(node: exp.Expr, alias: str) -> exp.Expr:
+    node = node.copy()
+    for c in node.find_all(exp.Column):
+        c.set("table", exp.to_identifier(alias))
+    return node
+
+
+def _clause(node: exp.Expr, select: exp.Select) -> str | None:
+    """The key of ``select``'s argument that holds ``node``, or None when a subquery comes first."""
+    while node.parent is not None and node.parent is not select:
+        if isinstance(node.parent, (exp.Subquery, exp.Select)):
+            return None
+        node = node.parent
+    return node.arg_key if node.parent is select else None
+
+
+def _route_session(select: exp.Select, derived: exp.Subquery, group: exp.Group, route: SessionRoute) -> None:
+    """Group by ``route.key`` instead of the per-row bounds, when provably the same answer."""
+    alias = derived.alias
+    bounds = {_bound(g, alias) for g in group.expressions}
+    others = [g for g in group.expressions if _bound(g, alias) is None]
+    partition = {k.lower() for k in route.partition_by}
+    if (not {"window_start", "window_end"} <= bounds or select.args.get("where") is not None
+            or not all(isinstance(g, exp.Column) and g.table in ("", alias) for g in others)
+            or {g.name.lower() for g in others} != partition):
+        return
+    refs = [c for c in select.find_all(exp.Column) if _bound(c, alias) and not _under(c, derived)]
+    for c in refs:
+        if _clause(c, select) not in ("expressions", "group", "having", "qualify", "order"):
+            return
+        if _inside_aggregate(c, select) and _bound(c, alias) not in route.row_bounds:
+            return
+
+    def swap(node: exp.Expr) -> exp.Expr:
+        name = _bound(node, alias)
+        if name is None or _under(node, derived):
+            return node
+        inside = _inside_aggregate(node, select)
+        return exp.paren(_qualified((route.row_bounds if inside else route.group_bounds)[name], alias))
+
+    for i, item in enumerate(list(select.expressions)):
+        name = _bound(item, alias)
+        if name is not None:  # keep the output column's name
+            select.expressions[i] = exp.alias_(_qualified(route.group_bounds[name], alias), name)
+            select.expressions[i].parent = select
+        else:
+            item.transform(swap, copy=False)
+    for key in ("having", "qualify", "order"):
+        part = select.args.get(key)
+        if part is not None:
+            part.transform(swap, copy=False)
+    group.set("expressions", [g.copy() for g in others] + [exp.column(route.key, alias)])
+    derived.set("this", route.body.copy())
+    derived.meta.pop(SESSION_MARK, None)
+
+
+def _under(node: exp.Expr, ancestor: exp.Expr) -> bool:
+    parent = node.parent
+    while parent is not None:
+        if parent is ancestor:
+            return True
+        parent = parent.parent
+    return False
