@@ -102,8 +102,8 @@ def compile_plan(node: exp.Expr, plan_obj: object, compiler: WindowCompiler) -> 
         mode = (node.args.get("mode") or "").upper()
         return f"EXPLAIN {mode + ' ' if mode else ''}{inner}"
     kind = type(plan_obj).__name__
-    raise SqlwinError.at(node, f"{_statement_name(kind)} is a streaming statement; this version of sqlwin "
-                               "parses and validates it but runs batch queries only")
+    raise SqlwinError.at(node, f"{_statement_name(kind)} is a streaming statement: it runs on a Spark session "
+                               "(sqlwin.sql, the CLI, the JDBC server), it has no SQL text to rewrite to")
 
 
 def check_batch_semantics(query: st.WindowedQuery) -> None:
@@ -128,12 +128,24 @@ def compile_statement(text: str, target: str = "spark", catalog: Any = None, pla
     if spark is None and isinstance(cat, SparkCatalog):
         spark = cat.spark
     plan_obj = plan_statement(node, _resolver(cat, plan), text=text.strip().rstrip(";").strip())
+    if spark is not None and target == "spark" and _streaming(spark, plan_obj):
+        return Compiled("", plan_obj, target)  # run by sqlwin.streaming, not as one SQL text
     return Compiled(compile_plan(node, plan_obj, make_compiler(target, spark, plan)), plan_obj, target)
+
+
+def _streaming(spark: Any, plan_obj: object) -> bool:
+    from sqlwin.streaming.statements import is_streaming
+
+    return is_streaming(spark, plan_obj)
 
 
 def execute_statement(spark: Any, text: str, plan: str = "auto") -> StatementResult:
     """Run one statement on Spark; EXPLAIN REWRITE returns the produced SQL instead."""
     compiled = compile_statement(text, "spark", catalog=spark, plan=plan, spark=spark)
+    if not compiled.sql and _streaming(spark, compiled.plan):
+        from sqlwin.streaming.statements import execute
+
+        return execute(spark, text, compiled.plan)
     if isinstance(compiled.plan, st.Explain) and compiled.plan.rewrite:
         df = spark.createDataFrame([(compiled.sql,)], "rewritten string")
         return StatementResult(text, df, message=compiled.sql, rewritten=compiled.sql)
@@ -144,6 +156,10 @@ def execute_statement(spark: Any, text: str, plan: str = "auto") -> StatementRes
 def spark_sql_for(spark: Any, text: str) -> str:
     """The Spark SQL to run for one statement (the JDBC server's rewrite hook)."""
     compiled = compile_statement(text, "spark", catalog=spark, spark=spark)
+    if not compiled.sql and _streaming(spark, compiled.plan):
+        from sqlwin.streaming.statements import execute, result_sql
+
+        return result_sql(spark, execute(spark, text, compiled.plan))
     if isinstance(compiled.plan, st.Explain) and compiled.plan.rewrite:
         return exp.select(exp.alias_(exp.Literal.string(compiled.sql), "rewritten")).sql(dialect="spark")
     diagnostics.analyse(spark, compiled.plan, compiled.sql, text)  # errors in the client's own SQL

@@ -386,12 +386,20 @@ def test_evict_after_aggregates_first():
 
 
 def test_watermark_idle_timeout():
+    """GRAMMAR 3: idle after d without rows; then W = max(W, max_ts + (p - p_last) - delay)."""
     w = WatermarkTracker(delay=2, idle_timeout=10)
-    assert w.after_batch([], processing_time=0) == MIN_TIME  # no row yet: nothing to advance from
     assert w.after_batch([20], processing_time=5) == 18
-    assert w.after_batch([], processing_time=14) == 18
-    assert w.after_batch([], processing_time=15) == 26  # as if a row at 18 + 10 had arrived
-    assert w.after_batch([], processing_time=35) == 42  # two more idle periods
+    assert w.after_batch([], processing_time=14) == 18  # not idle yet (9 < 10)
+    assert w.after_batch([], processing_time=15) == 28  # idle: 20 + (15 - 5) - 2
+    assert w.after_batch([], processing_time=35) == 48  # keeps pace with the clock
+    assert w.after_batch([21], processing_time=36) == 48  # a row ends idleness; W never goes back
+    assert w.after_batch([], processing_time=40) == 48
+    # a window ending at e closes max(d, e - max_ts + delay) after the last row
+    w2 = WatermarkTracker(delay=2, idle_timeout=10)
+    w2.after_batch([20], processing_time=0)
+    assert w2.wake_time(25) == 10  # e - max_ts + delay = 7 < d
+    assert w2.wake_time(50) == 32
+    assert w2.advance_idle(32) == 50
 
 
 def test_watermark_tracker():

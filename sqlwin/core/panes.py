@@ -189,8 +189,12 @@ class PaneDriver:
         event, proc = self.machine.timers(self._context(state, MIN_TIME, MIN_TIME))
         return Timers(cleanup if event is None else min(event, cleanup), proc)
 
-    def process(self, state: WindowState, rows: Iterable, watermark: int, processing_time: int) -> BatchOutcome:
+    def process(self, state: WindowState, rows: Iterable, watermark: int, processing_time: int,
+                count: int | None = None) -> BatchOutcome:
         """One micro-batch for one window: ``rows`` arrived in it (maybe none: a timer or no-data batch).
+
+        ``count``: how many input rows ``rows`` stands for, when the caller passes tokens rather than rows
+        (the Spark operator passes one token per micro-batch and keeps the rows themselves in Spark).
 
         ``watermark`` is the one in force for the batch (computed at the end of the previous batch):
         it classifies the rows and drives the trigger, which is evaluated once, after all rows are in.
@@ -202,7 +206,7 @@ class PaneDriver:
         if added:
             state.pending.extend(added)
             state.had_on_time_rows = state.had_on_time_rows or watermark < state.end
-            ctx.new_rows = len(added)
+            ctx.new_rows = len(added) if count is None else count
             self.machine.on_element(ctx)
         pane = None
         live = not (state.closed or state.expired)
@@ -359,29 +363,46 @@ class WatermarkTracker:
     """``WATERMARK FOR ts AS ts - delay``: max ts seen minus the delay, never backwards; it advances
     between micro-batches (``after_batch``) and goes to +infinity at the end of input.
 
-    ``WITH IDLE TIMEOUT d``: after ``d`` of processing time without rows, it advances as if a row with
-    ``ts = watermark + d`` had arrived (GRAMMAR 3, read literally: by ``d - delay``), and again every ``d``.
+    ``WITH IDLE TIMEOUT d`` (GRAMMAR 3): once no row has arrived for ``d`` of processing time, the
+    watermark follows the processing-time clock as if event time kept pace with it: at processing time
+    ``p``, ``W = max(W, max_ts + (p - p_last) - delay)``, ``p_last`` being when the last row arrived. So a
+    window ending at ``e`` closes ``max(d, e - max_ts + delay)`` of processing time after the last row.
     """
 
     def __init__(self, delay: int = 0, idle_timeout: int | None = None):
         self.delay = delay
         self.idle_timeout = idle_timeout
         self.current = MIN_TIME
-        self._active_at: int | None = None  # processing time of the last row (or idle advance)
+        self.max_ts: int | None = None
+        self.last_row_at: int | None = None  # processing time of the micro-batch that brought the last row
 
     def after_batch(self, timestamps: Iterable[int], processing_time: int | None = None) -> int:
         ts = [t for t in timestamps if t is not None]
         if ts:
-            self.advance_to(max(ts) - self.delay)
-            self._active_at = processing_time
-        elif self.idle_timeout and processing_time is not None and self.current > MIN_TIME:
-            if self._active_at is None:
-                self._active_at = processing_time
-            periods = (processing_time - self._active_at) // self.idle_timeout
-            if periods > 0:
-                self.advance_to(self.current + periods * max(0, self.idle_timeout - self.delay))
-                self._active_at += periods * self.idle_timeout
+            self.max_ts = max(ts) if self.max_ts is None else max(self.max_ts, *ts)
+            self.advance_to(self.max_ts - self.delay)
+            self.last_row_at = processing_time
+        else:
+            self.advance_idle(processing_time)
         return self.current
+
+    def advance_idle(self, processing_time: int | None) -> int:
+        """The idle rule alone: where the watermark is at ``processing_time`` if no row comes."""
+        if self.idle_at(processing_time):
+            self.advance_to(self.max_ts + (processing_time - self.last_row_at) - self.delay)  # type: ignore[operator]
+        return self.current
+
+    def idle_at(self, processing_time: int | None) -> bool:
+        return (self.idle_timeout is not None and processing_time is not None and self.max_ts is not None
+                and self.last_row_at is not None and processing_time - self.last_row_at >= self.idle_timeout)
+
+    def wake_time(self, event_timer: int | None) -> int | None:
+        """The processing time at which idleness moves the watermark to ``event_timer`` (None: never)."""
+        if self.idle_timeout is None or self.max_ts is None or self.last_row_at is None or event_timer is None:
+            return None
+        if event_timer >= MAX_TIME:
+            return None
+        return self.last_row_at + max(self.idle_timeout, event_timer - self.max_ts + self.delay)
 
     def advance_to(self, watermark: int) -> int:
         self.current = max(self.current, min(watermark, MAX_TIME))
@@ -390,3 +411,11 @@ class WatermarkTracker:
     def end_of_input(self) -> int:
         self.current = MAX_TIME
         return self.current
+
+    def to_dict(self) -> dict:
+        return {"current": self.current, "max_ts": self.max_ts, "last_row_at": self.last_row_at}
+
+    def restore(self, data: dict) -> None:
+        self.current = data.get("current", MIN_TIME)
+        self.max_ts = data.get("max_ts")
+        self.last_row_at = data.get("last_row_at")

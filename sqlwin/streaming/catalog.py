@@ -1,0 +1,71 @@
+"""The streams of a session and the streaming tables of the process.
+
+``CREATE STREAM s`` registers ``s`` twice: as a Spark temp view (so every later statement of the
+session, from Python, a CLI script or a JDBC connection, resolves its schema through Spark as for any
+table) and here, with what a view cannot hold: the watermark, the idle timeout, the PROCTIME column,
+or, for a replay stream, its arrival order and micro-batches. Streaming tables are kept per process:
+``SHOW``/``STOP STREAMING TABLES`` work from any session of the process.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from sqlwin.plan.statements import CreateReplayStream, CreateStream
+
+if TYPE_CHECKING:
+    from sqlwin.streaming.tables import StreamingTable
+
+StreamDef = CreateStream | CreateReplayStream
+
+_lock = threading.RLock()
+_streams: dict[tuple[str, str], StreamDef] = {}
+_tables: dict[str, StreamingTable] = {}
+
+
+def session_key(spark: Any) -> str:
+    """One key per Spark session (JVM side), so JDBC connections with their own session stay apart."""
+    try:
+        return str(spark._jsparkSession.sessionUUID())
+    except Exception:  # Spark Connect or a stand-in: the Python object is the session
+        return str(id(spark))
+
+
+def add_stream(spark: Any, stream: StreamDef) -> None:
+    with _lock:
+        _streams[(session_key(spark), stream.name.lower())] = stream
+
+
+def drop_stream(spark: Any, name: str) -> None:
+    with _lock:
+        _streams.pop((session_key(spark), name.lower()), None)
+
+
+def find_stream(spark: Any, name: str) -> StreamDef | None:
+    with _lock:
+        return _streams.get((session_key(spark), name.lower()))
+
+
+def streams_in(spark: Any, names: list[str]) -> list[StreamDef]:
+    return [s for s in (find_stream(spark, n) for n in names) if s is not None]
+
+
+def add_table(table: StreamingTable) -> None:
+    with _lock:
+        _tables[table.name.lower()] = table
+
+
+def find_table(name: str) -> StreamingTable | None:
+    with _lock:
+        return _tables.get(name.lower())
+
+
+def remove_table(name: str) -> None:
+    with _lock:
+        _tables.pop(name.lower(), None)
+
+
+def all_tables() -> list[StreamingTable]:
+    with _lock:
+        return list(_tables.values())

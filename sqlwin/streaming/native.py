@@ -1,0 +1,130 @@
+"""The native path: Spark's own streaming aggregation, where it is provably the contract's.
+
+``choose_path`` sends here a TUMBLE or HOP (slide <= size) aggregation with the default emission or EMIT
+FINAL, no lateness, no LATE ROWS TO: each window has one pane (index 0, ON_TIME, final), emitted when
+the watermark reaches its end, and a (row, window) with ``W >= window_end`` is dropped. That is Spark's
+append mode over ``GROUP BY window(ts, ...)`` with ``withWatermark(ts, delay)``: it drops (row, window)
+pairs with ``window.end <= W`` and evicts a window once ``W >= window.end``, with the watermark of the
+previous micro-batch, computed as ``max(ts) - delay``. The query is the user's, with the window TVF
+replaced by ``window()`` (whose struct carries the watermark, so append mode can evict it).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from sqlglot import exp
+
+from sqlwin.dialect.nodes import TableArg
+from sqlwin.errors import SqlwinError
+from sqlwin.plan.windows import WindowKind
+from sqlwin.streaming.runner import table_tag
+from sqlwin.streaming.shape import WINDOW_BOUNDS, find_carrier, mark_carrier, strip_clauses
+from sqlwin.streaming.sources import stream_dataframe
+
+D = "spark"
+
+
+def _micros(us: int) -> str:
+    return f"{us} microseconds"
+
+
+def native_sql(shape: Any, view: str) -> str:
+    """The user's statement over ``view`` (the watermarked stream), windowed by ``window()``."""
+    spec = shape.window
+    alias = shape.source_alias
+    mark_carrier(shape)
+    root = shape.query.node
+    if isinstance(root, exp.Insert):
+        root = root.expression
+    root = strip_clauses(root.copy())
+    carrier = find_carrier(root)
+    tvf = carrier.args["from_"].this
+    data = tvf.find(TableArg).this.copy()
+    for table in list(data.find_all(exp.Table)) if not isinstance(data, exp.Table) else [data]:
+        if table.name.lower() == shape.stream.name.lower():
+            renamed = exp.Table(this=exp.to_identifier(view),
+                                alias=exp.TableAlias(this=exp.to_identifier(table.alias_or_name)))
+            if table is data:
+                data = renamed
+            else:
+                table.replace(renamed)
+    slide = spec.size if spec.kind is WindowKind.TUMBLE else spec.slide
+    offset = spec.offset % slide
+    window = (f"WINDOW(`{spec.time_col}`, '{_micros(spec.size)}', '{_micros(slide)}', '{_micros(offset)}')")
+    source = data.sql(D) if isinstance(data, exp.Table) else f"({data.sql(D)}) AS __d"
+    body = (f"SELECT __r.*, __r.__w.start AS window_start, __r.__w.end AS window_end, "
+            f"__r.__w.end - INTERVAL 1 MILLISECOND AS window_time FROM (SELECT *, {window} AS __w FROM {source} "
+            f"WHERE `{spec.time_col}` IS NOT NULL) AS __r")
+    derived = exp.maybe_parse(f"SELECT * FROM ({body}) AS {exp.to_identifier(alias).sql(D)}",
+                              dialect=D).args["from_"].this
+    tvf.replace(derived)
+    w = exp.column("__w", alias)
+    group = carrier.args["group"]
+    group.set("expressions", [g for g in group.expressions if not _bound(g, alias)] + [w])
+
+    def swap(node: exp.Expr) -> exp.Expr:
+        name = _bound(node, alias)
+        if name in WINDOW_BOUNDS and not _in_aggregate(node, carrier):
+            return exp.Dot(this=exp.column("__w", alias), expression=exp.to_identifier(name.split("_")[1]))
+        if name == "window_time" and not _in_aggregate(node, carrier):
+            end = exp.Dot(this=exp.column("__w", alias), expression=exp.to_identifier("end"))
+            one_ms = exp.Interval(this=exp.Literal.string("1"), unit=exp.var("MILLISECOND"))
+            return exp.paren(exp.Sub(this=end, expression=one_ms))
+        return node
+
+    items = []
+    for item in carrier.expressions:
+        name = _bound(item, alias)
+        items.append(exp.alias_(swap(item), name) if name else item.transform(swap))
+    carrier.set("expressions", items)
+    for key in ("having", "order"):
+        if carrier.args.get(key) is not None:
+            carrier.set(key, carrier.args[key].transform(swap))
+    carrier.select("0 AS pane_index", "'ON_TIME' AS pane_timing", "TRUE AS is_final", dialect=D, copy=False)
+    return root.sql(dialect=D)
+
+
+def _bound(node: exp.Expr, alias: str) -> str | None:
+    if isinstance(node, exp.Column) and node.name.lower() in (*WINDOW_BOUNDS, "window_time") \
+            and node.table in ("", alias):
+        return node.name.lower()
+    return None
+
+
+def _in_aggregate(node: exp.Expr, select: exp.Select) -> bool:
+    parent = node.parent
+    while parent is not None and parent is not select:
+        if isinstance(parent, exp.AggFunc):
+            return True
+        parent = parent.parent
+    return False
+
+
+def start_native(table: Any) -> Any:
+    spark = table.spark
+    shape = table.shape
+    stream = shape.stream
+    tag = table_tag(table.name)
+    view = f"__sqlwin_wm_{tag}"
+    source = stream_dataframe(spark, stream)
+    source.withWatermark(stream.watermark.column, _micros(stream.watermark.delay)).createOrReplaceTempView(view)
+    try:
+        result = spark.sql(native_sql(shape, view))
+    except Exception as err:
+        raise SqlwinError(f"cannot start streaming table {table.name}: {str(err).splitlines()[0]}") from None
+    table.sink.set_schema(result.schema)
+    table.sink.register(spark)
+    sink = table.sink
+
+    def write(batch_df: Any, batch_id: int) -> None:
+        if batch_df.isEmpty():
+            sink.clear(int(batch_id))
+        else:
+            sink.write(batch_df, int(batch_id))
+        sink.register(spark)
+
+    return result.writeStream.outputMode("append").foreachBatch(write) \
+        .option("checkpointLocation", os.path.join(table.location, "checkpoint")) \
+        .queryName(f"sqlwin_{tag}").start()

@@ -1,0 +1,313 @@
+"""The custom streaming path: one micro-batch of a windowed query, driven by sqlwin, not by Spark.
+
+Per micro-batch ``n`` (Spark's ``foreachBatch``; replay calls ``step`` the same way), with ``W`` the
+watermark in force (computed at the end of the previous micro-batch) and ``P`` its processing time:
+
+1. Spark assigns the new rows to windows (the batch backend's own plan) and classifies each (row, window)
+   natively: dropped ``late`` when ``W >= window_end + lateness``, dropped ``window closed`` when the
+   window's trigger has finished; the rest are stored (``rows/<n>``). Dropped rows go to LATE ROWS TO.
+2. Python runs the pane driver (``sqlwin.core.panes``) per (key, window) on the *counts* of new rows,
+   plus every window whose event- or processing-time timer is due: this decides which panes fire.
+3. Spark computes every fired pane with the user's own query over that pane's stored rows
+   (``sqlwin.streaming.panequery``), and the result is written as micro-batch ``n`` of the sink.
+4. The watermark advances (max ts minus the delay; the idle rule of GRAMMAR 3); if it moved, or a
+   processing-time timer is pending, the operator asks for a no-data micro-batch (tick source), just as
+   Spark runs one for its own stateful operators. Windows therefore fire in the micro-batch *after* the
+   one whose rows moved the watermark past their end.
+
+Rows never cross into Python; a micro-batch is committed by writing ``state/<n>.json`` last, and every
+write before it replaces its own folder, so a micro-batch re-run after a crash gives the same result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sqlwin.core.panes import (
+    MAX_TIME,
+    MIN_TIME,
+    Pane,
+    PaneDriver,
+    WatermarkTracker,
+    WindowState,
+)
+from sqlwin.plan.statements import CreateStream
+from sqlwin.streaming.panequery import PaneQuery, Views, key_ddl
+from sqlwin.streaming.sinks import BatchSink
+from sqlwin.streaming.sources import TICK_COLUMN, TickFile
+from sqlwin.streaming.state import StateStore, now_micros
+
+WindowKey = tuple[str, int, int]  # (keys as JSON, window start, window end), microseconds
+LATE = "late"
+CLOSED = "window closed"
+
+
+class MicroBatchOperator:
+    def __init__(self, spark: Any, shape: Any, location: str, sink: BatchSink, late_sink: BatchSink | None,
+                 tag: str, clock: Callable[[], int] = now_micros, ticks: TickFile | None = None):
+        self.spark = spark
+        self.shape = shape
+        self.sink = sink
+        self.late_sink = late_sink
+        self.clock = clock
+        self.ticks = ticks
+        self.store = StateStore(location)
+        self.views = Views.for_table(tag)
+        self.query = PaneQuery(shape, spark, self.views)
+        self.driver = PaneDriver(shape.query.emit, shape.query.lateness, global_window=shape.window is None)
+        stream = shape.stream
+        wm = stream.watermark
+        idle = stream.idle_timeout if isinstance(stream, CreateStream) else getattr(stream, "idle_timeout", None)
+        self.tracker = WatermarkTracker(wm.delay if wm else 0, idle)
+        self.windows: dict[WindowKey, WindowState] = {}
+        self.rows_by_batch: dict[int, int] = {}
+        self.counters = {"rows_in": 0, "late_rows_dropped": 0, "panes": 0, "micro_batches": 0}
+        self.next_batch = 0  # sqlwin's micro-batch number (counts the micro-batches that did something)
+        self.last_source_batch = -1  # Spark's id of the last batch committed
+        self.relation_columns = [c.name for c in shape.window.relation.columns] if shape.window else None
+        self._prepare_schemas()
+        self._restore()
+
+    # -- set-up -------------------------------------------------------------------------------
+    def _prepare_schemas(self) -> None:
+        """Analyse (never run) the queries once, against the stream's view, to fix every schema."""
+        from pyspark.sql import functions as F
+
+        self.spark.table(self.shape.stream.name).createOrReplaceTempView(self.views.batch)
+        assigned = self.spark.sql(self.query.assign_sql)
+        self.assigned_schema = assigned.schema
+        rows = assigned.withColumn("__mb", F.lit(0).cast("bigint")).withColumn("__present", F.lit(True))
+        self.rows_schema = rows.schema
+        self.key_ddl = key_ddl(assigned.schema, len(self.shape.keys)) if self.shape.keys else ""
+        internal = {"__key", "__ws", "__we", *[f"__k{i}" for i in range(len(self.shape.keys))]}
+        window_cols = {"window_start", "window_end", "window_time"} if self.shape.window else set()
+        self.row_columns = [f.name for f in assigned.schema.fields if f.name not in internal | window_cols]
+        if self.relation_columns is None:
+            self.relation_columns = list(self.row_columns)
+        self.relation_sql = self.query.relation_sql(self.row_columns, self.key_ddl)
+        self.pane_sql = self.query.pane_sql()
+        spark = self.spark
+        self._register_pane_inputs(spark, [], None)
+        self.sink.set_schema(spark.sql(self.pane_sql).schema)
+        self.sink.register(spark)
+        if self.late_sink is not None:
+            self.late_sink.set_schema(self._late_schema())
+            self.late_sink.register(spark)
+
+    def _late_schema(self) -> Any:
+        from pyspark.sql.types import StringType, StructField, StructType, TimestampType
+
+        by_name = {f.name: f for f in self.assigned_schema.fields}
+        fields = [by_name[c] for c in self.relation_columns if c in by_name]
+        fields += [by_name["window_start"], by_name["window_end"], StructField("watermark", TimestampType()),
+                   StructField("reason", StringType())]
+        return StructType(fields)
+
+    def _restore(self) -> None:
+        last = self.store.last_committed()
+        if last < 0:
+            return
+        data = self.store.load(last)
+        self.next_batch = last + 1
+        self.last_source_batch = data.get("source_batch", -1)
+        self.tracker.restore(data["watermark"])
+        self.windows = {(k, s, e): WindowState.from_dict(st) for k, s, e, st in data["windows"]}
+        self.rows_by_batch = {int(b): n for b, n in data["rows"].items()}
+        self.counters.update(data["counters"])
+        for batch in self.store.row_batches_on_disk():  # written by an attempt that did not commit
+            if batch not in self.rows_by_batch:
+                self.store.drop_rows(batch)
+
+    # -- the foreachBatch entry point ---------------------------------------------------------
+    def run_batch(self, batch_df: Any, batch_id: int) -> None:
+        source_batch = int(batch_id)
+        if source_batch <= self.last_source_batch:
+            return  # committed before a crash: Spark re-runs it, sqlwin already wrote it
+        processing_time = self.store.begin(source_batch, self.clock())
+        data = batch_df.drop(TICK_COLUMN) if TICK_COLUMN in batch_df.columns else batch_df
+        self.step(batch_df.sparkSession, data, processing_time, source_batch=source_batch)
+
+    def step(self, spark: Any, data: Any, processing_time: int, end_of_input: bool = False,
+             source_batch: int | None = None) -> list:
+        """Process one micro-batch (rows ``data``, or None for a no-data batch); returns the panes fired.
+
+        It is numbered ``self.next_batch`` if it does something (brings rows, fires or expires a window,
+        moves the watermark); a micro-batch that does nothing (Spark's first empty batch, a tick with
+        nothing due) changes no state and takes no number, so numbers do not depend on such batches."""
+        from pyspark.sql import functions as F
+
+        batch = self.next_batch
+        stream = self.shape.stream
+        count, max_ts = 0, None
+        if data is not None:
+            if isinstance(stream, CreateStream) and stream.proctime_column:
+                data = data.withColumn(stream.proctime_column, F.timestamp_micros(F.lit(processing_time)))
+            data.createOrReplaceTempView(self.views.batch)
+            ts = self.shape.time_column
+            stats = data.agg(F.count(F.lit(1)).alias("n"), F.max(F.unix_micros(F.col(ts))).alias("m")).collect()[0]
+            count, max_ts = int(stats["n"]), stats["m"]
+        start = self.tracker.current
+        if end_of_input:
+            self.tracker.end_of_input()
+        elif count == 0:
+            self.tracker.advance_idle(processing_time)
+        watermark = self.tracker.current
+        accepted: dict[WindowKey, int] = {}
+        if count:
+            accepted = self._assign(spark, batch, watermark)
+        panes, expired = self._drive(accepted, batch, watermark, processing_time)
+        self._emit(spark, panes, batch)
+        before = self.tracker.current
+        self.tracker.after_batch([max_ts] if max_ts is not None else [], processing_time)
+        moved = self.tracker.current > start
+        if count or panes or expired or moved:
+            self.counters["rows_in"] += count
+            self.counters["panes"] += len(panes)
+            self.counters["micro_batches"] += 1
+            self._collect_garbage()
+            self._commit(batch, source_batch)
+        elif source_batch is not None:
+            self.last_source_batch = source_batch
+        self._ask_for_next_batch(source_batch, moved=self.tracker.current > before)
+        return panes
+
+    # -- 1. rows ------------------------------------------------------------------------------
+    def _assign(self, spark: Any, batch: int, watermark: int) -> dict[WindowKey, int]:
+        from pyspark.sql import functions as F
+
+        assigned = spark.sql(self.query.assign_sql)
+        threshold = watermark - self.shape.lateness  # late past the lateness: window_end <= W - lateness
+        late = F.col("__we") <= F.lit(threshold) if threshold >= MIN_TIME else F.lit(False)
+        closed = [k for k, s in self.windows.items() if s.closed and not s.expired]
+        if closed:
+            tombstones = spark.createDataFrame(closed, "__key string, __ws bigint, __we bigint") \
+                .withColumn("__closed", F.lit(True))
+            assigned = assigned.join(F.broadcast(tombstones), ["__key", "__ws", "__we"], "left")
+            is_closed = F.coalesce(F.col("__closed"), F.lit(False))
+        else:
+            assigned = assigned.withColumn("__closed", F.lit(False))
+            is_closed = F.col("__closed")
+        status = F.when(late, F.lit(LATE)).when(is_closed, F.lit(CLOSED))
+        annotated = assigned.withColumn("__status", status).drop("__closed").persist()
+        try:
+            counts = annotated.groupBy("__key", "__ws", "__we", "__status").count().collect()
+            accepted = {(r["__key"], r["__ws"], r["__we"]): r["count"] for r in counts if r["__status"] is None}
+            dropped = sum(r["count"] for r in counts if r["__status"] is not None)
+            if accepted:
+                rows = annotated.where(F.col("__status").isNull()).drop("__status") \
+                    .withColumn("__mb", F.lit(batch).cast("bigint")).withColumn("__present", F.lit(True))
+                rows.select(*self.rows_schema.fieldNames()).write.mode("overwrite").parquet(self.store.rows_path(batch))
+                self.rows_by_batch[batch] = sum(accepted.values())
+            if self.late_sink is not None:
+                if dropped:
+                    late_rows = annotated.where(F.col("__status").isNotNull()).select(
+                        *[F.col(f"`{c}`") for c in self.relation_columns], "window_start", "window_end",
+                        F.timestamp_micros(F.lit(watermark)).alias("watermark"), F.col("__status").alias("reason"))
+                    self.late_sink.write(late_rows, batch)
+                else:
+                    self.late_sink.clear(batch)
+            self.counters["late_rows_dropped"] += dropped
+        finally:
+            annotated.unpersist()
+        return accepted
+
+    # -- 2. panes -----------------------------------------------------------------------------
+    def _drive(self, accepted: dict[WindowKey, int], batch: int, watermark: int,
+               processing_time: int) -> tuple[list[tuple[WindowKey, Pane]], int]:
+        """The pane driver over the windows that got rows and those whose timers are due: (panes, expired)."""
+        fired: list[tuple[WindowKey, Pane]] = []
+        expired = 0
+        due = [w for w, s in self.windows.items() if w not in accepted and self._due(s, watermark, processing_time)]
+        for window in [*accepted, *due]:
+            state = self.windows.get(window) or self.driver.new_window(window[1], window[2])
+            count = accepted.get(window, 0)
+            outcome = self.driver.process(state, [batch] if count else [], watermark, processing_time, count=count)
+            if outcome.pane is not None:
+                fired.append((window, outcome.pane))
+            if outcome.expired:
+                expired += 1
+                self.windows.pop(window, None)
+            else:
+                self.windows[window] = state
+        return fired, expired
+
+    def _due(self, state: WindowState, watermark: int, processing_time: int) -> bool:
+        timers = self.driver.timers(state)
+        return ((timers.event_time is not None and watermark >= timers.event_time)
+                or (timers.processing_time is not None and processing_time >= timers.processing_time))
+
+    # -- 3. results ---------------------------------------------------------------------------
+    def _register_pane_inputs(self, spark: Any, fired: list[tuple[WindowKey, Pane]], batches: set[int] | None) -> None:
+        records = [(k, s, e, p.index, p.timing.value, p.is_final, sorted(set(p.rows))) for (k, s, e), p in fired]
+        schema = ("__key string, __ws bigint, __we bigint, pane_index int, pane_timing string, is_final boolean, "
+                  "tokens array<bigint>")
+        spark.createDataFrame(records, schema).createOrReplaceTempView(self.views.fired)
+        paths = [self.store.rows_path(b) for b in sorted(batches or ()) if b in self.rows_by_batch]
+        rows = spark.read.schema(self.rows_schema).parquet(*paths) if paths else \
+            spark.createDataFrame([], self.rows_schema)
+        rows.createOrReplaceTempView(self.views.rows)
+        spark.sql(self.relation_sql).createOrReplaceTempView(self.views.relation)
+
+    def _emit(self, spark: Any, fired: list[tuple[WindowKey, Pane]], batch: int) -> None:
+        if not fired:
+            self.sink.clear(batch)
+            return
+        self._register_pane_inputs(spark, fired, {b for _, p in fired for b in p.rows})
+        self.sink.write(spark.sql(self.pane_sql), batch)
+
+    # -- 4. bookkeeping -----------------------------------------------------------------------
+    def _collect_garbage(self) -> None:
+        """Drop the stored rows no open window refers to any more: state shrinks as windows expire."""
+        live = {b for s in self.windows.values() for b in (*s.emitted, *s.pending)}
+        for batch in [b for b in self.rows_by_batch if b not in live]:
+            del self.rows_by_batch[batch]
+            self.store.drop_rows(batch)
+
+    def _commit(self, batch: int, source_batch: int | None) -> None:
+        if source_batch is not None:
+            self.last_source_batch = source_batch
+        self.store.commit(batch, {
+            "source_batch": self.last_source_batch,
+            "watermark": self.tracker.to_dict(),
+            "windows": [[k, s, e, st.to_dict()] for (k, s, e), st in self.windows.items()],
+            "rows": {str(b): n for b, n in self.rows_by_batch.items()},
+            "counters": self.counters,
+        })
+        self.next_batch = batch + 1
+        self.sink.register(self.spark)
+        if self.late_sink is not None:
+            self.late_sink.register(self.spark)
+
+    def _ask_for_next_batch(self, batch: int | None, moved: bool) -> None:
+        """A no-data micro-batch after one that moved the watermark (as Spark runs for its own state), and
+        one when the earliest processing-time timer or idle deadline comes. Tick numbers are a function of
+        the batch number, so a batch re-run after a crash asks for exactly the same batches."""
+        if self.ticks is None or batch is None:
+            return
+        wanted = int(self.ticks.read().get("wanted") or 0)
+        if moved:
+            wanted = max(wanted, batch + 1)
+        self.ticks.request(wanted, wake_at=self.next_wake(), wake_tick=max(wanted, batch + 1))
+
+    def next_wake(self) -> int | None:
+        proc = [t.processing_time for t in (self.driver.timers(s) for s in self.windows.values())
+                if t.processing_time is not None]
+        events = [t.event_time for t in (self.driver.timers(s) for s in self.windows.values())
+                  if t.event_time is not None and t.event_time < MAX_TIME]
+        idle = self.tracker.wake_time(min(events)) if events else None
+        candidates = [t for t in (min(proc, default=None), idle) if t is not None]
+        return min(candidates) if candidates else None
+
+    # -- metrics ------------------------------------------------------------------------------
+    @property
+    def state_rows(self) -> int:
+        return sum(self.rows_by_batch.values())
+
+    @property
+    def open_windows(self) -> int:
+        return len(self.windows)
+
+    @property
+    def watermark(self) -> int:
+        return self.tracker.current

@@ -1,0 +1,189 @@
+"""Spark SQL for the two halves of a micro-batch of the custom path, built once per query.
+
+- ``assign_sql``: the micro-batch's rows with their windows (the batch backend's own window TVF plan),
+  the carrier's WHERE applied, and the columns the operator needs: ``__k<i>`` (pane keys), ``__key``
+  (the keys as JSON, hashable in Python), ``__ws``/``__we`` (window bounds in epoch microseconds).
+- ``pane_sql``: the user's query over the *pane relation*: per fired pane, its stored rows (or one row
+  of NULLs for an empty pane) with the window bounds, the keys and ``pane_index``/``pane_timing``/
+  ``is_final``. The carrier groups by the pane columns as well, and ``COUNT(*)`` counts real rows only,
+  so an empty pane aggregates as an empty group (GRAMMAR 4: ``COUNT(*)`` = 0, ``SUM`` = NULL).
+
+Rows never pass through Python: the operator only sees per-window counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlglot import exp
+
+from sqlwin.backends.spark_batch import SparkBatchCompiler
+from sqlwin.core.panes import MAX_TIME, MIN_TIME
+from sqlwin.errors import SqlwinError
+from sqlwin.streaming.shape import (
+    PANE_COLUMNS,
+    StreamingShape,
+    count_star_to_present,
+    find_carrier,
+    key_index,
+    mark_carrier,
+    strip_clauses,
+)
+
+D = "spark"
+INTERNAL = ("__key", "__ws", "__we", "__mb", "__present")
+
+
+@dataclass(frozen=True)
+class Views:
+    """Temp view names of one streaming table (unique per table: several may run in one session)."""
+
+    batch: str  # the micro-batch's rows, read where the query reads the stream
+    fired: str
+    rows: str
+    relation: str
+
+    @classmethod
+    def for_table(cls, tag: str) -> Views:
+        return cls(f"__sqlwin_batch_{tag}", f"__sqlwin_fired_{tag}", f"__sqlwin_rows_{tag}", f"__sqlwin_panes_{tag}")
+
+
+class PaneQuery:
+    def __init__(self, shape: StreamingShape, spark: Any, views: Views):
+        self.shape = shape
+        self.views = views
+        self.compiler = SparkBatchCompiler(spark)
+        mark_carrier(shape)
+        self.assign_sql = self._assign_sql()
+
+    # -- assignment ---------------------------------------------------------------------------
+    def _assign_sql(self) -> str:
+        shape = self.shape
+        alias = shape.source_alias
+        root = shape.query.node.copy()
+        carrier = find_carrier(root)
+        source = carrier.args["from_"].this.copy()
+        for table in [source] if isinstance(source, exp.Table) else list(source.find_all(exp.Table)):
+            if table.name.lower() == shape.stream.name.lower():
+                renamed = exp.Table(this=exp.to_identifier(self.views.batch),
+                                    alias=exp.TableAlias(this=exp.to_identifier(table.alias_or_name)))
+                if table is source:
+                    source = renamed
+                else:
+                    table.replace(renamed)
+        select = exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier(alias))).from_(source)
+        keys = [k.copy() for k in shape.keys]
+        for i, key in enumerate(keys):
+            select.select(exp.alias_(key, f"__k{i}"), copy=False)
+        if keys:
+            struct = exp.func("NAMED_STRUCT", *[a for i in range(len(keys))
+                                                for a in (exp.Literal.string(f"__k{i}"), exp.column(f"__k{i}"))])
+            key_json: exp.Expr = exp.func("TO_JSON", struct)
+        else:
+            key_json = exp.Literal.string("{}")
+        where = carrier.args.get("where")
+        if where is not None:
+            select.set("where", where.copy())
+        if shape.window is not None:
+            ws = self.compiler.to_us(exp.column("window_start"), shape.window)
+            we = self.compiler.to_us(exp.column("window_end"), shape.window)
+        else:
+            ws, we = exp.Literal.number(MIN_TIME), exp.Literal.number(MAX_TIME)
+        outer = exp.select(exp.Star(), exp.alias_(key_json, "__key"), exp.alias_(ws, "__ws"),
+                           exp.alias_(we, "__we")).from_(select.subquery("__a"))
+        specs = [shape.window] if shape.window is not None else []
+        compiled = self.compiler.compile(outer, specs)
+        return self.compiler.render(compiled)
+
+    # -- panes --------------------------------------------------------------------------------
+    def relation_sql(self, row_columns: list[str], key_ddl: str) -> str:
+        """The pane relation over the fired-panes view and the stored-rows view."""
+        v = self.views
+        shape = self.shape
+        items = [f"r.`{c}`" for c in row_columns]
+        if shape.window is not None:
+            spec = shape.window
+            us = {"window_start": exp.column("__ws", "p"), "window_end": exp.column("__we", "p"),
+                  "window_time": exp.Sub(this=exp.column("__we", "p"), expression=exp.Literal.number(1000))}
+            for name, value in us.items():
+                items.append(f"{self.compiler.from_us(value, spec).sql(D)} AS `{name}`")
+        for i in range(len(shape.keys)):
+            items.append(f"COALESCE(r.`__k{i}`, p.__kk.`__k{i}`) AS `__k{i}`")
+        items += ["r.__present AS __present", "p.pane_index AS pane_index", "p.pane_timing AS pane_timing",
+                  "p.is_final AS is_final"]
+        fired = f"(SELECT *, FROM_JSON(__key, '{key_ddl}') AS __kk FROM {v.fired})" if shape.keys else v.fired
+        return (f"SELECT {', '.join(items)} FROM {fired} AS p LEFT JOIN {v.rows} AS r "
+                "ON r.__key = p.__key AND r.__ws = p.__ws AND r.__we = p.__we AND ARRAY_CONTAINS(p.tokens, r.__mb)")
+
+    def pane_sql(self) -> str:
+        """The user's statement, reading the pane relation instead of the window TVF (or the stream)."""
+        shape = self.shape
+        alias = shape.source_alias
+        root = shape.query.node
+        if isinstance(root, exp.Insert):
+            root = root.expression
+        root = strip_clauses(root.copy())
+        carrier = find_carrier(root)
+        carrier.args["from_"].set("this", exp.Table(this=exp.to_identifier(self.views.relation),
+                                                    alias=exp.TableAlias(this=exp.to_identifier(alias))))
+        carrier.set("where", None)
+        if shape.aggregated:
+            self._rewrite_aggregation(carrier, alias)
+        else:
+            for name in PANE_COLUMNS:
+                carrier.select(exp.column(name, alias), copy=False)
+        self._pass_pane_columns_up(carrier, root)
+        return root.sql(dialect=D)
+
+    def _rewrite_aggregation(self, carrier: exp.Select, alias: str) -> None:
+        shape = self.shape
+        group = carrier.args.get("group")
+
+        def swap(n: exp.Expr) -> exp.Expr:
+            i = key_index(shape, n)
+            return exp.column(f"__k{i}", alias) if i is not None else n
+
+        new_items = []
+        for item in carrier.expressions:
+            i = key_index(shape, item)
+            if i is not None:  # a bare key: keep its output name
+                new_items.append(exp.alias_(exp.column(f"__k{i}", alias), item.alias_or_name))
+            else:
+                new_items.append(item.transform(swap))
+        carrier.set("expressions", new_items)
+        having = carrier.args.get("having")
+        if having is not None:
+            carrier.set("having", having.transform(swap))
+        if group is None:
+            group = exp.Group(expressions=[])
+            carrier.set("group", group)
+        exprs = [exp.column(f"__k{key_index(shape, g)}", alias) if key_index(shape, g) is not None else g
+                 for g in group.expressions]
+        group.set("expressions", exprs + [exp.column(n, alias) for n in PANE_COLUMNS])
+        count_star_to_present(carrier, alias)
+        for name in PANE_COLUMNS:
+            carrier.select(exp.column(name, alias), copy=False)
+
+    @staticmethod
+    def _pass_pane_columns_up(carrier: exp.Select, root: exp.Expr) -> None:
+        """Queries around the carrier keep the pane columns (appended where they list columns)."""
+        node: exp.Expr | None = carrier.parent
+        while node is not None:
+            if isinstance(node, exp.Select) and not any(
+                    isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
+                    for e in node.expressions):
+                for name in PANE_COLUMNS:
+                    node.select(exp.column(name), copy=False)
+            if node is root:
+                break
+            node = node.parent
+
+
+def key_ddl(schema: Any, count: int) -> str:
+    """``__k0 TYPE, __k1 TYPE`` from the assigned rows' schema (for FROM_JSON of ``__key``)."""
+    fields = {f.name: f.dataType.simpleString() for f in schema.fields}
+    missing = [i for i in range(count) if f"__k{i}" not in fields]
+    if missing:
+        raise SqlwinError("internal: pane keys missing from the assigned rows")
+    return ", ".join(f"`__k{i}` {fields[f'__k{i}']}" for i in range(count))

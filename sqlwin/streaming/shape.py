@@ -1,0 +1,219 @@
+"""What a streaming query is made of, read once from its plan: the stream it reads, its window, the
+SELECT that consumes the window (the *carrier*), the keys of its panes, and which path runs it.
+
+Two paths (``choose_path``):
+
+- **native**: Spark's own streaming aggregation (``withWatermark`` + ``window()`` + append mode), used
+  where its semantics are the contract's: a TUMBLE/HOP (slide <= size) aggregation with the default
+  emission or EMIT FINAL, ALLOWED LATENESS 0, no LATE ROWS TO, no evictor, no idle timeout. Each window
+  then has exactly one pane (index 0, ON_TIME, final) and Spark drops exactly the rows sqlwin would.
+- **custom**: everything else. sqlwin's micro-batch operator (``sqlwin.streaming.operator``) decides
+  lateness and drives the pure pane driver (``sqlwin.core.panes``); Spark assigns windows, keeps the
+  rows and computes every pane's aggregates natively.
+
+A pane's result is the user's own query over the rows of that pane (``PaneQuery``): the window TVF is
+replaced by a relation holding, per fired pane, its rows (or one empty row for an empty pane) and its
+``pane_index``/``pane_timing``/``is_final``; the carrier groups by those too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from sqlwin.dialect.nodes import SELECT_CLAUSE_KEYS
+from sqlwin.errors import SqlwinError
+from sqlwin.plan import triggers as tp
+from sqlwin.plan.statements import CreateReplayStream, CreateStream, WindowedQuery
+from sqlwin.plan.windows import WINDOW_COLUMNS, WindowKind, WindowSpec
+
+PANE_COLUMNS = ("pane_index", "pane_timing", "is_final")
+WINDOW_BOUNDS = ("window_start", "window_end")
+
+
+@dataclass
+class StreamingShape:
+    """A streaming query, analysed: everything the operator, the native path and replay need."""
+
+    query: WindowedQuery
+    stream: CreateStream | CreateReplayStream
+    window: WindowSpec | None  # None: the global window
+    carrier: exp.Select
+    source_alias: str  # the name the carrier reads the window relation (or the stream) by
+    keys: list[exp.Expr] = field(default_factory=list)  # the pane keys: GROUP BY minus window bounds
+    aggregated: bool = True
+
+    @property
+    def time_column(self) -> str:
+        if self.window is not None:
+            return self.window.time_col
+        wm = self.stream.watermark
+        return wm.column if wm is not None else ""
+
+    @property
+    def lateness(self) -> int:
+        return self.query.lateness.allowed
+
+    @property
+    def late_rows_to(self) -> str | None:
+        return self.query.lateness.late_rows_to
+
+
+def analyse(query: WindowedQuery, streams: dict[str, CreateStream | CreateReplayStream]) -> StreamingShape:
+    """Check the query is one the streaming operator runs and find its parts; errors point at the SQL."""
+    node = query.node
+    tables = [t for t in node.find_all(exp.Table) if t.name.lower() in streams]
+    names = sorted({t.name.lower() for t in tables})
+    if len(names) != 1:
+        raise SqlwinError.at(tables[1] if len(tables) > 1 else node,
+                             "a streaming query reads one stream; this one reads "
+                             f"{', '.join(names)} (union them into one stream, or run them as separate tables)")
+    stream = streams[names[0]]
+    if len(query.windows) > 1:
+        raise SqlwinError.at(query.windows[1].node, "a streaming query has one window TVF; window joins and "
+                                                    "nested windows run in batch queries only")
+    if query.windows:
+        spec = query.windows[0]
+        tvf = spec.node
+        carrier = tvf.find_ancestor(exp.Select)
+        if carrier is None or not _in_from(tvf, carrier):
+            raise SqlwinError.at(tvf, "in a streaming query the window TVF must be read directly by a SELECT")
+        if carrier.args.get("joins"):
+            raise SqlwinError.at(carrier.args["joins"][0], "a streaming window query cannot join other tables "
+                                                          "in the SELECT that reads the window TVF")
+        alias = spec.alias
+        window: WindowSpec | None = spec
+        if spec.kind is WindowKind.SESSION or spec.is_count_based:
+            what = "SESSION windows" if spec.kind is WindowKind.SESSION else "count windows (ROWS)"
+            raise SqlwinError.at(tvf, f"{what} do not run in streaming queries in this version of sqlwin; "
+                                      "run them over a table (batch)")
+    else:
+        table = tables[0]
+        carrier = table.find_ancestor(exp.Select)
+        if not query.global_window or carrier is None:
+            raise SqlwinError.at(table, "a query over a stream needs a window TVF (TUMBLE, HOP, CUMULATE, "
+                                        "SESSION) or an aggregation with EMIT WITH TRIGGER (the global window)")
+        alias = table.alias_or_name
+        window = None
+    if stream.watermark is None and window is not None:
+        raise SqlwinError.at(window.node, f"stream {stream.name} has no WATERMARK: event-time windows over it "
+                                          "never close; declare WATERMARK FOR ts AS ts - INTERVAL ...")
+    if window is not None and stream.watermark is not None and \
+            window.time_col.lower() != stream.watermark.column.lower():
+        raise SqlwinError.at(window.node, f"DESCRIPTOR({window.time_col}) must be the stream's watermark column "
+                                          f"{stream.watermark.column}")
+    group = carrier.args.get("group")
+    aggregated = group is not None or any(
+        a.find_ancestor(exp.Window) is None for a in carrier.find_all(exp.AggFunc))
+    keys: list[exp.Expr] = []
+    if aggregated:
+        grouped = list(group.expressions) if group is not None else []
+        bounds = {_bound_name(g, alias) for g in grouped} - {None}
+        if window is not None and not set(WINDOW_BOUNDS) <= bounds:
+            raise SqlwinError.at(group or carrier, "a streaming window aggregation must GROUP BY window_start, "
+                                                   "window_end (and its keys), as in Flink")
+        keys = [g for g in grouped if _bound_name(g, alias) is None]
+    elif window is not None and query.emit.explicit:
+        raise SqlwinError.at(carrier, "EMIT applies to an aggregation")
+    return StreamingShape(query, stream, window, carrier, alias, keys, aggregated)
+
+
+def choose_path(shape: StreamingShape) -> tuple[str, str]:
+    """('native' | 'custom', why): native only where Spark's append-mode aggregation equals the contract."""
+    q, w = shape.query, shape.window
+    reasons = []
+    if isinstance(shape.stream, CreateReplayStream):
+        return "custom", "replay"
+    if w is None:
+        reasons.append("global window")
+    elif w.kind not in (WindowKind.TUMBLE, WindowKind.HOP) or w.is_count_based:
+        reasons.append(f"{w.kind.value} windows")
+    elif w.kind is WindowKind.HOP and isinstance(w.slide, int) and isinstance(w.size, int) and w.slide > w.size:
+        reasons.append("HOP with slide > size")
+    if not shape.aggregated:
+        reasons.append("not an aggregation")
+    if q.emit.explicit and not isinstance(q.emit.trigger, tp.EmitFinal):
+        reasons.append("EMIT WITH TRIGGER")
+    if q.lateness.allowed:
+        reasons.append("ALLOWED LATENESS > 0")
+    if q.lateness.late_rows_to:
+        reasons.append("LATE ROWS TO")
+    if q.evict is not None:
+        reasons.append("EVICT")
+    stream = shape.stream
+    if isinstance(stream, CreateStream) and (stream.idle_timeout or stream.proctime_column):
+        reasons.append("IDLE TIMEOUT" if stream.idle_timeout else "PROCTIME column")
+    top = q.node.expression if isinstance(q.node, exp.Insert) else q.node
+    if shape.carrier is not top:
+        reasons.append("a query around the aggregation")
+    if reasons:
+        return "custom", ", ".join(reasons)
+    return "native", "Spark's streaming aggregation in append mode"
+
+
+def _in_from(node: exp.Expr, select: exp.Select) -> bool:
+    parent = node.parent
+    while parent is not None and parent is not select:
+        if isinstance(parent, (exp.Subquery, exp.Select)):
+            return False
+        parent = parent.parent
+    return parent is select
+
+
+def _bound_name(node: exp.Expr, alias: str) -> str | None:
+    if isinstance(node, exp.Column) and node.name.lower() in WINDOW_COLUMNS and node.table in ("", alias):
+        return node.name.lower()
+    return None
+
+
+def strip_clauses(node: exp.Expr) -> exp.Expr:
+    for select in node.find_all(exp.Select):
+        for key in SELECT_CLAUSE_KEYS:
+            select.set(key, None)
+    return node
+
+
+def key_index(shape: StreamingShape, node: exp.Expr) -> int | None:
+    for i, key in enumerate(shape.keys):
+        if node == key:
+            return i
+    return None
+
+
+CARRIER = "sqlwin_carrier"  # meta mark: finds the carrier again in a copy of the statement
+
+
+def mark_carrier(shape: StreamingShape) -> None:
+    shape.carrier.meta[CARRIER] = True
+
+
+def find_carrier(root: exp.Expr) -> exp.Select:
+    for select in root.find_all(exp.Select):
+        if select.meta.get(CARRIER):
+            return select
+    raise SqlwinError.at(root, "internal: the window query was not found in the statement")
+
+
+def replace_keys(node: exp.Expr, shape: StreamingShape, alias: str, select: exp.Select) -> exp.Expr:
+    """Inside the carrier: each pane-key expression becomes ``alias.__k<i>`` (filled for empty panes)."""
+
+    def swap(n: exp.Expr) -> exp.Expr:
+        i = key_index(shape, n)
+        if i is not None and not isinstance(n.parent, exp.Group):
+            return exp.column(f"__k{i}", alias)
+        return n
+
+    return node.transform(swap, copy=False)
+
+
+def count_star_to_present(node: exp.Expr, alias: str) -> None:
+    """``COUNT(*)`` counts ``__present`` (NULL in an empty pane's one row), so an empty group counts 0."""
+    for count in list(node.find_all(exp.Count)):
+        arg = count.this
+        if isinstance(arg, exp.Star) or (isinstance(arg, exp.Literal) and not count.args.get("distinct")):
+            count.set("this", exp.column("__present", alias))
+
+
+def as_spark_sql(node: exp.Expr) -> str:
+    return node.sql(dialect="spark")

@@ -1,0 +1,74 @@
+"""The operator's own durable state, one version per micro-batch, beside Spark's checkpoint.
+
+``<location>/sqlwin/``:
+- ``begin/<n>.json``: the processing time chosen for micro-batch n, written before it runs, so that a
+  re-run after a crash sees the same clock (processing-time triggers and PROCTIME stay exactly-once);
+- ``state/<n>.json``: after micro-batch n committed: the watermark, every window's pane state, the rows
+  kept per micro-batch, counters. Its presence is the commit: a re-run of n finds it and does nothing;
+- ``rows/<n>/``: parquet, the rows micro-batch n added to open windows (Spark reads them to compute
+  panes; they are deleted once no window needs them, so state shrinks back when windows expire).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+
+
+def now_micros() -> int:
+    return int(time.time() * 1_000_000)
+
+
+class StateStore:
+    def __init__(self, location: str):
+        self.root = os.path.join(os.path.abspath(location), "sqlwin")
+        for sub in ("begin", "state", "rows"):
+            os.makedirs(os.path.join(self.root, sub), exist_ok=True)
+
+    def _file(self, kind: str, batch: int) -> str:
+        return os.path.join(self.root, kind, f"{batch}.json")
+
+    def last_committed(self) -> int:
+        batches = [int(f[:-5]) for f in os.listdir(os.path.join(self.root, "state")) if f.endswith(".json")]
+        return max(batches, default=-1)
+
+    def load(self, batch: int) -> dict:
+        with open(self._file("state", batch)) as f:
+            return json.load(f)
+
+    def begin(self, batch: int, processing_time: int) -> int:
+        """The processing time of ``batch``: the one recorded by an earlier attempt, else ``processing_time``."""
+        path = self._file("begin", batch)
+        if os.path.exists(path):
+            with open(path) as f:
+                return int(json.load(f)["processing_time"])
+        _write_json(path, {"processing_time": processing_time})
+        return processing_time
+
+    def commit(self, batch: int, state: dict) -> None:
+        _write_json(self._file("state", batch), state)
+        for kind in ("state", "begin"):
+            folder = os.path.join(self.root, kind)
+            for name in os.listdir(folder):
+                if name.endswith(".json") and int(name[:-5]) < batch:
+                    os.remove(os.path.join(folder, name))
+
+    def rows_path(self, batch: int) -> str:
+        return os.path.join(self.root, "rows", str(batch))
+
+    def drop_rows(self, batch: int) -> None:
+        shutil.rmtree(self.rows_path(batch), ignore_errors=True)
+
+    def row_batches_on_disk(self) -> list[int]:
+        return sorted(int(n) for n in os.listdir(os.path.join(self.root, "rows")) if n.isdigit())
+
+
+def _write_json(path: str, data: dict) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

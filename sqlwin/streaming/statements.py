@@ -1,0 +1,112 @@
+"""Run the streaming statements of GRAMMAR 3 and 5 (the pipeline hands them here, from every entry
+point: Python API, CLI scripts, the JDBC server)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlglot import exp
+
+from sqlwin.api import StatementResult
+from sqlwin.errors import SqlwinError
+from sqlwin.plan import statements as st
+from sqlwin.streaming import catalog
+from sqlwin.streaming.shape import analyse
+from sqlwin.streaming.sources import stream_dataframe
+from sqlwin.streaming.tables import StreamingTable
+
+STREAMING_PLANS = (st.CreateStream, st.CreateReplayStream, st.CreateStreamingTable, st.ShowStreamingTables,
+                   st.StopStreamingTable)
+
+
+def streams_read(spark: Any, node: exp.Expr) -> dict[str, catalog.StreamDef]:
+    found: dict[str, catalog.StreamDef] = {}
+    for table in node.find_all(exp.Table):
+        stream = catalog.find_stream(spark, table.name)
+        if stream is not None:
+            found[table.name.lower()] = stream
+    return found
+
+
+def is_streaming(spark: Any, plan: object) -> bool:
+    if isinstance(plan, STREAMING_PLANS):
+        return True
+    return isinstance(plan, st.WindowedQuery) and bool(streams_read(spark, plan.node))
+
+
+def execute(spark: Any, text: str, plan: object) -> StatementResult:
+    if isinstance(plan, st.CreateStream):
+        return _create_stream(spark, text, plan)
+    if isinstance(plan, st.CreateReplayStream):
+        return _create_replay_stream(spark, text, plan)
+    if isinstance(plan, st.CreateStreamingTable):
+        table = start_table(spark, plan.name, plan.query, plan.format, plan.options)
+        return StatementResult(text, message=f"streaming table {table.name} started ({table.path} path: {table.why})")
+    if isinstance(plan, st.ShowStreamingTables):
+        return StatementResult(text, dataframe=show_tables(spark))
+    if isinstance(plan, st.StopStreamingTable):
+        table = catalog.find_table(plan.name)
+        if table is None:
+            raise SqlwinError(f"STOP STREAMING TABLE {plan.name}: no such streaming table")
+        table.stop()
+        return StatementResult(text, message=f"streaming table {table.name} stopped")
+    assert isinstance(plan, st.WindowedQuery)
+    streams = streams_read(spark, plan.node)
+    if any(isinstance(s, st.CreateReplayStream) for s in streams.values()):
+        from sqlwin.streaming.replay import replay
+
+        return StatementResult(text, dataframe=replay(spark, analyse(plan, streams)))
+    if isinstance(plan.node, exp.Insert):
+        target = plan.node.this
+        name = (target.this if isinstance(target, exp.Schema) else target).name
+        table = start_table(spark, name, plan, None, {})
+        return StatementResult(text, message=f"streaming insert into {name} started ({table.path} path)")
+    raise SqlwinError.at(plan.node, f"this query reads the stream {', '.join(sorted(streams))}: it runs "
+                                    "continuously; start it with CREATE STREAMING TABLE name AS <query> (or "
+                                    "INSERT INTO name <query>), or replay it over a table with CREATE STREAM ... "
+                                    "FROM TABLE")
+
+
+def start_table(spark: Any, name: str, query: st.WindowedQuery, fmt: str | None,
+                options: dict[str, str]) -> StreamingTable:
+    shape = analyse(query, streams_read(spark, query.node))
+    return StreamingTable(spark, name, shape, fmt, options).start()
+
+
+def _create_stream(spark: Any, text: str, plan: st.CreateStream) -> StatementResult:
+    df = stream_dataframe(spark, plan)
+    df.createOrReplaceTempView(plan.name)
+    catalog.add_stream(spark, plan)
+    return StatementResult(text, message=f"stream {plan.name} created")
+
+
+def _create_replay_stream(spark: Any, text: str, plan: st.CreateReplayStream) -> StatementResult:
+    source = plan.source
+    sql = source.sql(dialect="spark") if isinstance(source, exp.Table) else f"SELECT * FROM {source.sql('spark')}"
+    if isinstance(source, exp.Table):
+        sql = f"SELECT * FROM {sql}"
+    try:
+        spark.sql(sql).createOrReplaceTempView(plan.name)
+    except Exception as err:
+        raise SqlwinError.at(plan.node, f"CREATE STREAM {plan.name} FROM TABLE: {str(err).splitlines()[0]}") \
+            from None
+    catalog.add_stream(spark, plan)
+    return StatementResult(text, message=f"replay stream {plan.name} created")
+
+
+def show_tables(spark: Any) -> Any:
+    rows = [s.__dict__ for s in (t.status() for t in catalog.all_tables())]
+    schema = ("name string, status string, path string, micro_batches bigint, rows_in bigint, watermark string, "
+              "state_rows bigint, open_windows bigint, late_rows_dropped bigint, error string")
+    return spark.createDataFrame([tuple(r.values()) for r in rows], schema)
+
+
+def result_sql(spark: Any, result: StatementResult) -> str:
+    """A statement's result as one SQL query (the JDBC server runs SQL text): a view of its rows."""
+    import uuid
+
+    if result.dataframe is None:
+        return exp.select(exp.alias_(exp.Literal.string(result.message or "OK"), "result")).sql(dialect="spark")
+    view = f"__sqlwin_result_{uuid.uuid4().hex[:12]}"
+    result.dataframe.createOrReplaceTempView(view)
+    return f"SELECT * FROM {view}"

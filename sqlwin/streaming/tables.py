@@ -1,0 +1,138 @@
+"""Streaming tables: a running continuous query, its sink, its checkpoint, and a handle to manage it.
+
+``CREATE STREAMING TABLE out [USING parquet|json|memory] [OPTIONS (path ..., checkpoint ...,
+trigger ...)] AS <query>`` and ``INSERT INTO out <query>`` start one. Its folder (``checkpoint``
+option, else ``<root>/<out>`` with root ``SQLWIN_STREAMING_DIR`` or the session conf
+``sqlwin.streaming.dir``, default ``./sqlwin_streaming``) holds Spark's checkpoint, sqlwin's operator
+state, and, without a ``path`` option, the sink's files. Starting the same statement again on the same
+folder resumes where it stopped, with nothing lost or counted twice.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from sqlwin.core.panes import MAX_TIME, MIN_TIME
+from sqlwin.errors import SqlwinError
+from sqlwin.streaming import catalog
+from sqlwin.streaming.shape import StreamingShape, choose_path
+from sqlwin.streaming.sinks import FORMATS, BatchSink
+
+
+def streaming_root(spark: Any) -> str:
+    root = os.environ.get("SQLWIN_STREAMING_DIR")
+    if not root:
+        try:
+            root = spark.conf.get("sqlwin.streaming.dir", None)
+        except Exception:
+            root = None
+    return os.path.abspath(root or "sqlwin_streaming")
+
+
+@dataclass
+class Status:
+    name: str
+    status: str  # running | stopped | failed
+    path: str  # native | custom
+    micro_batches: int
+    rows_in: int
+    watermark: str | None
+    state_rows: int
+    open_windows: int
+    late_rows_dropped: int
+    error: str | None = None
+
+
+class StreamingTable:
+    """The Python handle of one streaming table (also what ``SHOW STREAMING TABLES`` lists)."""
+
+    def __init__(self, spark: Any, name: str, shape: StreamingShape, fmt: str | None, options: dict[str, str]):
+        self.spark = spark
+        self.name = name
+        self.shape = shape
+        self.options = {k.lower(): v for k, v in options.items()}
+        self.format = (fmt or "parquet").lower()
+        if self.format not in FORMATS:
+            raise SqlwinError(f"CREATE STREAMING TABLE {name} USING {self.format}: expected parquet, json or memory")
+        self.location = os.path.abspath(self.options.get("checkpoint") or os.path.join(streaming_root(spark), name))
+        self.path, self.why = choose_path(shape)
+        self.sink = BatchSink(name, self.options.get("path") or os.path.join(self.location, "data"), self.format)
+        late = shape.late_rows_to
+        self.late_sink = BatchSink(late, os.path.join(self.location, "late_rows"), self.format) if late else None
+        self.query: Any = None
+        self.operator: Any = None
+        self._native_metrics = {"rows_in": 0, "late_rows_dropped": 0}
+
+    # -- life cycle -----------------------------------------------------------------------------
+    def start(self) -> StreamingTable:
+        existing = catalog.find_table(self.name)
+        if existing is not None and existing.is_active:
+            raise SqlwinError(f"streaming table {self.name} is already running; STOP STREAMING TABLE {self.name} first")
+        os.makedirs(self.location, exist_ok=True)
+        from sqlwin.streaming.native import start_native
+        from sqlwin.streaming.runner import start_custom
+
+        self.query = start_native(self) if self.path == "native" else start_custom(self)
+        catalog.add_table(self)
+        return self
+
+    @property
+    def is_active(self) -> bool:
+        return self.query is not None and self.query.isActive
+
+    def stop(self) -> None:
+        if self.query is not None:
+            self.query.stop()
+
+    def await_termination(self, timeout: float | None = None) -> bool | None:
+        return self.query.awaitTermination(timeout) if timeout is not None else self.query.awaitTermination()
+
+    def process_all_available(self) -> None:
+        """Block until every row available now (and every no-data batch it causes) is processed."""
+        try:
+            self.query.processAllAvailable()
+        except Exception as err:
+            raise SqlwinError(f"streaming table {self.name} failed: {_first_line(err)}") from None
+
+    def read(self) -> Any:
+        """The sink's rows so far (a batch DataFrame)."""
+        return self.sink.read(self.spark)
+
+    # -- status -------------------------------------------------------------------------------
+    def status(self) -> Status:
+        q = self.query
+        failed = q is not None and q.exception() is not None
+        state = "failed" if failed else "running" if self.is_active else "stopped"
+        error = _first_line(q.exception()) if failed else None
+        if self.operator is not None:
+            op = self.operator
+            c = op.counters
+            return Status(self.name, state, self.path, c["micro_batches"], c["rows_in"], _ts(op.watermark),
+                          op.state_rows, op.open_windows, c["late_rows_dropped"], error)
+        rows_in = dropped = batches = state_rows = 0
+        watermark = None
+        for progress in (q.recentProgress if q is not None else []):
+            rows_in += progress.get("numInputRows", 0) or 0
+            batches += 1
+            ops = progress.get("stateOperators") or []
+            dropped += sum(o.get("numRowsDroppedByWatermark", 0) or 0 for o in ops)
+            state_rows = sum(o.get("numRowsTotal", 0) or 0 for o in ops)
+            watermark = (progress.get("eventTime") or {}).get("watermark", watermark)
+        return Status(self.name, state, self.path, batches, rows_in, watermark, state_rows, state_rows, dropped, error)
+
+
+def _ts(micros: int) -> str | None:
+    if micros <= MIN_TIME or micros >= MAX_TIME:
+        return None
+    import datetime as dt
+
+    return (dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=micros)).isoformat(sep=" ")
+
+
+def _first_line(err: Any) -> str:
+    text = getattr(err, "desc", None) or str(err)
+    text = re.sub(r"\s*JVM stacktrace:.*", "", text, flags=re.DOTALL)
+    return text.strip().splitlines()[0] if text.strip() else type(err).__name__

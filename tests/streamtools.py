@@ -1,0 +1,44 @@
+"""Drive streaming tables deterministically: rows arrive as files dropped one at a time, and each file is
+fully processed (with the no-data micro-batches it causes) before the next one is written."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+T0 = dt.datetime(2024, 1, 1)
+
+
+def ts(seconds: float) -> str:
+    return (T0 + dt.timedelta(seconds=seconds)).isoformat(sep=" ")
+
+
+class Feeder:
+    """Writes micro-batches of rows as JSON-lines files into a stream's folder."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.count = 0
+
+    def write(self, rows: Iterable[dict]) -> None:
+        tmp = self.folder / f".f{self.count:05d}.tmp"
+        with open(tmp, "w") as f:
+            for row in rows:
+                f.write(json.dumps(row) + "\n")
+        os.replace(tmp, self.folder / f"f{self.count:05d}.json")  # the source sees whole files only
+        self.count += 1
+
+    def feed(self, batches: Iterable[Iterable[dict]], *tables) -> None:
+        for rows in batches:
+            self.write(rows)
+            for table in tables:
+                table.process_all_available()
+
+
+def rows_of(df, columns: list[str] | None = None) -> list[tuple]:
+    data = df.select(*columns) if columns else df
+    return sorted(tuple(r) for r in data.collect())
