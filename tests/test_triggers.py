@@ -541,3 +541,14 @@ def test_global_window_rejects_watermark_triggers_directly():
         PaneDriver(plan.EmitSpec(plan.Repeatedly(plan.AfterAny((plan.AfterCount(1), plan.AfterWatermark())))),
                    global_window=True)
     PaneDriver(plan.EmitSpec(plan.Never()), global_window=True)
+
+
+@settings(max_examples=60, deadline=None)
+@given(scenarios())
+def test_only_the_watermark_firing_is_on_time(scenario):
+    """GRAMMAR 4: a trigger tree without AFTER WATERMARK (and not EMIT FINAL) never emits an ON_TIME pane."""
+    kind, trigger, mode, lateness, delay, batches, proc_steps = scenario
+    if plan.uses_watermark(trigger):
+        return
+    panes = simulate(kind, trigger, mode, lateness, delay, batches, proc_steps)[0]
+    assert all(p.timing is not ON_TIME for window_panes in panes.values() for p in window_panes)

@@ -15,9 +15,10 @@ watermark in force (computed at the end of the previous batch) and ``P`` the bat
 tuples, anything the caller aggregates later. Each call emits at most one pane:
 
 - ``rows``: ACCUMULATING, every row kept so far; DISCARDING, the rows since the previous pane.
-- ``timing`` (Beam ``PaneInfoTracker``): LATE once an ON_TIME or LATE pane was emitted; before that EARLY
-  while ``W < window_end``, then ON_TIME if the window received a row while ``W < window_end``, else LATE
-  (a window whose rows all came late has no ON_TIME pane).
+- ``timing`` (GRAMMAR 4, Beam's PaneInfo): EARLY while ``W < window_end``; ON_TIME only for the one pane
+  fired *because* the watermark reached the end (AFTER WATERMARK's end-of-window firing, EMIT FINAL's pane),
+  in a window that received a row before its end; every other pane is LATE, including count and
+  processing-time firings after the end (a trigger without AFTER WATERMARK has no ON_TIME pane).
 - A firing without new rows emits nothing, except the ON_TIME pane (Beam ``FIRE_ALWAYS``): so an empty
   pane only ever comes from AFTER WATERMARK reaching the end of a window that has rows.
 - ``is_final`` is true exactly when the trigger finished with this firing (the window then closes:
@@ -169,6 +170,8 @@ class PaneDriver:
                               "fire in the global window, which never ends; use AFTER COUNT or AFTER PROCESSING TIME")
         self.global_window = global_window
         self.machine = build_machine(self.emit.trigger)
+        # EMIT FINAL's one pane is its expiry pane, fired because the watermark passed end + lateness
+        self._fires_at_expiry = isinstance(self.emit.trigger, plan.EmitFinal)
         self.accumulating = self.emit.mode is plan.AccumulationMode.ACCUMULATING
         self.evictor = evictor
 
@@ -212,12 +215,13 @@ class PaneDriver:
         live = not (state.closed or state.expired)
         if live and (added or expiring or self._timer_due(ctx)) and self.machine.should_fire(ctx):
             finished = self.machine.on_fire(ctx)
-            pane = self._emit(state, watermark, final=finished or expiring, fired=True)
+            pane = self._emit(state, watermark, final=finished or expiring, fired=True,
+                              by_watermark=ctx.end_of_window or (expiring and self._fires_at_expiry))
             if finished:
                 self._close(state)
         if expiring and not state.expired:
             if pane is None and state.pending:
-                pane = self._emit(state, watermark, final=True, fired=False)
+                pane = self._emit(state, watermark, final=True, fired=False, by_watermark=self._fires_at_expiry)
             self._close(state)
             state.expired = True
         return BatchOutcome(pane, dropped, state.expired)
@@ -234,8 +238,11 @@ class PaneDriver:
         for s in states:
             merged.emitted.extend(s.emitted)
             merged.pending.extend(s.pending)
-        merged.next_index = max((s.next_index for s in states), default=0)
-        merged.non_early_emitted = any(s.non_early_emitted for s in states)
+        # GRAMMAR 4 (Beam: "the merge result window gets to start fresh if it is new"): a window with new
+        # bounds numbers its panes from 0; one that keeps the bounds of a merging window keeps its numbering.
+        same = next((s for s in states if (s.start, s.end) == (start, end)), None)
+        merged.next_index = same.next_index if same is not None else 0
+        merged.non_early_emitted = same.non_early_emitted if same is not None else False
         merged.had_on_time_rows = any(s.had_on_time_rows for s in states)
         self.machine.on_merge(self._context(merged, watermark, processing_time), [s.trigger for s in states])
         return merged, ()
@@ -256,18 +263,22 @@ class PaneDriver:
         event, proc = self.machine.timers(ctx)
         return (event is not None and ctx.watermark >= event) or (proc is not None and ctx.processing_time >= proc)
 
-    def _timing(self, state: WindowState, watermark: int) -> plan.PaneTiming:
-        """LATE after an ON_TIME/LATE pane; else EARLY before the end; else ON_TIME if the window had
-        on-time rows, LATE if not (Beam ``PaneInfoTracker``)."""
+    def _timing(self, state: WindowState, watermark: int, by_watermark: bool) -> plan.PaneTiming:
+        """GRAMMAR 4 (Beam's PaneInfo): EARLY while ``W < window_end``; ON_TIME only for the one pane fired
+        *because* the watermark reached the end (AFTER WATERMARK's end-of-window firing, or the expiry pane
+        of EMIT FINAL), and only for a window that received a row before its end; every other pane fired
+        after the end is LATE, count and processing-time firings included."""
         if state.non_early_emitted:  # first: a merged session can end after the watermark again
             return plan.PaneTiming.LATE
         if watermark < state.end:
             return plan.PaneTiming.EARLY
-        return plan.PaneTiming.ON_TIME if state.had_on_time_rows else plan.PaneTiming.LATE
+        if by_watermark and state.had_on_time_rows:
+            return plan.PaneTiming.ON_TIME
+        return plan.PaneTiming.LATE
 
-    def _emit(self, state: WindowState, watermark: int, final: bool, fired: bool) -> Pane | None:
+    def _emit(self, state: WindowState, watermark: int, final: bool, fired: bool, by_watermark: bool) -> Pane | None:
         """Make the pane, or none: a firing without new rows emits only the ON_TIME pane (FIRE_ALWAYS)."""
-        timing = self._timing(state, watermark)
+        timing = self._timing(state, watermark, by_watermark)
         if not state.pending and not (fired and timing is plan.PaneTiming.ON_TIME):
             return None
         new_rows = tuple(state.pending)

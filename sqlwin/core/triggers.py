@@ -47,6 +47,7 @@ class TriggerContext:
     watermark: int
     processing_time: int
     new_rows: int = 0  # rows delivered by the current on_element call (a whole micro-batch at once)
+    end_of_window: bool = False  # set by AFTER WATERMARK when this firing is its end-of-window firing
 
 
 class TriggerMachine:
@@ -229,6 +230,7 @@ class AfterWatermarkMachine(TriggerMachine):
                 _fire_and_repeat(self.early, ctx)
             return False
         # The end-of-window firing: the early trigger is done for good, the late one starts fresh.
+        ctx.end_of_window = True
         if self.early is not None:
             self.early.clear(ctx)
         ctx.state.node(self.path)["late"] = 1
