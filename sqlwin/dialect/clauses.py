@@ -284,12 +284,22 @@ class ClauseParserMixin(_Base):
             if micro_batch is None:
                 self._fail("expected an expression after MICRO BATCH BY")
             self._mark(micro_batch, micro_start)
+        processing_time = None
+        if self._match_text_seq("PROCESSING", "TIME", "BY"):
+            clock_start = self._curr
+            processing_time = self._parse_disjunction()
+            if processing_time is None:
+                self._fail("expected an expression after PROCESSING TIME BY")
+            self._mark(processing_time, clock_start)
         wm_start = self._curr
         if not self._match_text_seq("WATERMARK", "FOR"):
             self._fail("expected WATERMARK FOR column AS expression")
         watermark = self._parse_watermark_def(wm_start)
-        return n.CreateReplayStream(this=name, source=source, arrival_order=order,
-                                    micro_batch=micro_batch, watermark=watermark)
+        idle = None
+        if self._match_text_seq("WITH", "IDLE", "TIMEOUT"):
+            idle = self._parse_interval_arg("after WITH IDLE TIMEOUT")
+        return n.CreateReplayStream(this=name, source=source, arrival_order=order, micro_batch=micro_batch,
+                                    processing_time=processing_time, watermark=watermark, idle_timeout=idle)
 
     def _parse_watermark_def(self, start: Token) -> exp.Expr:
         """After ``WATERMARK FOR``: ``col AS expr``."""

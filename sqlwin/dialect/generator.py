@@ -200,7 +200,12 @@ class SqlwinGenerator(SparkGenerator):
         )
         if expression.args.get("micro_batch"):
             sql += f" MICRO BATCH BY {self.sql(expression, 'micro_batch')}"
-        return f"{sql} {self.sql(expression, 'watermark')}"
+        if expression.args.get("processing_time"):
+            sql += f" PROCESSING TIME BY {self.sql(expression, 'processing_time')}"
+        sql = f"{sql} {self.sql(expression, 'watermark')}"
+        if expression.args.get("idle_timeout"):
+            sql += f" WITH IDLE TIMEOUT {self.sql(expression, 'idle_timeout')}"
+        return sql
 
     def createstreamingtable_sql(self, expression: n.CreateStreamingTable) -> str:
         return (

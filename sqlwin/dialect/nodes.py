@@ -210,11 +210,12 @@ class CreateReplayStream(exp.Expression):
     """``CREATE STREAM name FROM TABLE t ARRIVAL ORDER BY ... [MICRO BATCH BY expr] WATERMARK ...``.
 
     ``this``: exp.Table (stream name); ``source``: TableArg; ``arrival_order``: list of
-    exp.Ordered; ``micro_batch``: expression or None; ``watermark``: WatermarkDef.
+    exp.Ordered; ``micro_batch``: expression or None; ``processing_time``: expression (the clock of
+    each micro-batch) or None; ``watermark``: WatermarkDef; ``idle_timeout``: interval or None.
     """
 
     arg_types = {"this": True, "source": True, "arrival_order": True, "micro_batch": False,
-                 "watermark": True}
+                 "processing_time": False, "watermark": True, "idle_timeout": False}
 
 
 class CreateStreamingTable(exp.Expression):

@@ -66,6 +66,8 @@ class CreateReplayStream:
     arrival_order: tuple[exp.Expr, ...]
     micro_batch_by: exp.Expr | None
     watermark: WatermarkSpec
+    processing_time_by: exp.Expr | None = None
+    idle_timeout: int | None = None  # microseconds, on the PROCESSING TIME BY clock
     node: exp.Expr | None = field(default=None, compare=False, repr=False)
 
 

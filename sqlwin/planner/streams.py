@@ -54,13 +54,17 @@ def plan_create_stream(node: n.CreateStream) -> st.CreateStream:
     if fmt_name not in FORMATS:
         raise SqlwinError.at(fmt, f"CREATE STREAM ... USING {fmt_name}: expected one of {', '.join(FORMATS)}")
     wm = node.args.get("watermark")
-    idle = node.args.get("idle_timeout")
-    idle_us = interval_micros(idle, "IDLE TIMEOUT") if idle is not None else None
-    if idle_us is not None and idle_us <= 0:
-        raise SqlwinError.at(idle, "IDLE TIMEOUT must be positive")
+    idle_us = _idle_timeout(node.args.get("idle_timeout"))
     return st.CreateStream(name=node.this.sql("spark"), columns=tuple(columns),
                            watermark=plan_watermark(wm, names) if wm else None, proctime_column=proctime,
                            format=fmt_name, options=_options(node), idle_timeout=idle_us, node=node)
+
+
+def _idle_timeout(idle: exp.Expr | None) -> int | None:
+    idle_us = interval_micros(idle, "IDLE TIMEOUT") if idle is not None else None
+    if idle_us is not None and idle_us <= 0:
+        raise SqlwinError.at(idle, "IDLE TIMEOUT must be positive")
+    return idle_us
 
 
 def plan_replay_stream(node: n.CreateReplayStream) -> st.CreateReplayStream:
@@ -68,7 +72,8 @@ def plan_replay_stream(node: n.CreateReplayStream) -> st.CreateReplayStream:
     return st.CreateReplayStream(
         name=node.this.sql("spark"), source=source.this if isinstance(source, n.TableArg) else source,
         arrival_order=tuple(node.args.get("arrival_order") or ()), micro_batch_by=node.args.get("micro_batch"),
-        watermark=plan_watermark(node.args["watermark"], None), node=node)
+        watermark=plan_watermark(node.args["watermark"], None), processing_time_by=node.args.get("processing_time"),
+        idle_timeout=_idle_timeout(node.args.get("idle_timeout")), node=node)
 
 
 def plan_streaming_table(node: n.CreateStreamingTable, query: st.WindowedQuery) -> st.CreateStreamingTable:
