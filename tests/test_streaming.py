@@ -111,3 +111,44 @@ def test_query_over_a_stream_needs_a_streaming_table(spark, env):
     with pytest.raises(SqlwinError, match="CREATE STREAMING TABLE"):
         sqlwin.sql(spark, f"SELECT window_start, COUNT(*) FROM TUMBLE(TABLE {s}, DESCRIPTOR(ts), INTERVAL 1 MINUTE) "
                           "GROUP BY window_start, window_end")
+
+
+SESSION_BATCHES = [
+    [row("a", 1, 1), row("a", 2, 2), row("b", 100, 3)],  # sessions [1, 7) a and [3, 8) b; W -> 1
+    [row("a", 12, 12)],  # [12, 17); W -> 10, so [1, 7) and [3, 8) fire in the no-data micro-batch
+    [row("a", 7, 7)],  # not late ([7, 12) ends after W = 10): bridges [1, 7) and [12, 17) into a new [1, 17)
+    [row("a", 30, 30)],  # W -> 28: [1, 17) fires ON_TIME (pane 0 of the new window) and expires (17 + 10)
+    [row("a", 5, 5)],  # its own [5, 10) is past 10 + 10 <= 28: dropped as late before merging
+]
+
+
+def session_sql(source: str, target: str) -> str:
+    return f"""CREATE STREAMING TABLE {target} AS
+        SELECT window_start, window_end, k, SUM(v) AS s, COUNT(*) AS c
+        FROM SESSION(TABLE {source} PARTITION BY k, DESCRIPTOR(ts), INTERVAL 5 SECONDS)
+        GROUP BY window_start, window_end, k
+        ALLOWED LATENESS INTERVAL 10 SECONDS LATE ROWS TO {target}_late"""
+
+
+def test_session_windows_merge_and_match_replay(spark, env, tmp_path):
+    s, feeder = env
+    table = start(spark, session_sql(s, "sess_out"))
+    feeder.feed(SESSION_BATCHES, table)
+    columns = ["window_start", "window_end", "k", "s", "c", "pane_index", "pane_timing", "is_final", "micro_batch"]
+    streamed = rows_of(spark.table("sess_out"), columns)
+    assert streamed == [
+        (at(1), at(7), "a", 3, 2, 0, "ON_TIME", False, 2),
+        (at(1), at(17), "a", 22, 4, 0, "ON_TIME", True, 5),
+        (at(3), at(8), "b", 100, 1, 0, "ON_TIME", False, 2),
+    ]
+    late_columns = ["k", "v", "window_start", "window_end", "watermark", "reason", "micro_batch"]
+    assert rows_of(spark.table("sess_out_late"), late_columns) == [("a", 5, at(5), at(10), at(28), "late", 6)]
+    # replay of the same rows cut into the same micro-batches gives the same panes and late rows
+    data = [(r["k"], r["v"], at(r["v"] if r["k"] == "a" else 3), i) for i, b in enumerate(SESSION_BATCHES) for r in b]
+    spark.createDataFrame(data, "k string, v int, ts timestamp, batch int").createOrReplaceTempView("sess_rows")
+    sqlwin.sql(spark, "CREATE STREAM sess_replay FROM TABLE sess_rows ARRIVAL ORDER BY batch, v MICRO BATCH BY batch "
+                      "WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS")
+    replayed = sqlwin.sql(spark, session_sql("sess_replay", "x").split(" AS\n", 1)[1].replace("x_late", "sess_rl"))
+    # ... plus what the end of the table fires: the watermark goes to +infinity and [30, 35) fires
+    assert rows_of(replayed, columns) == sorted([*streamed, (at(30), at(35), "a", 30, 1, 0, "ON_TIME", True, 7)])
+    assert rows_of(spark.table("sess_rl"), late_columns) == [("a", 5, at(5), at(10), at(28), "late", 6)]

@@ -33,7 +33,9 @@ from sqlwin.core.panes import (
     WindowState,
 )
 from sqlwin.plan.statements import CreateStream
+from sqlwin.plan.windows import WindowKind
 from sqlwin.streaming.panequery import PaneQuery, Views, key_ddl
+from sqlwin.streaming.sessions import SessionAssigner
 from sqlwin.streaming.sinks import BatchSink
 from sqlwin.streaming.sources import TICK_COLUMN, TickFile
 from sqlwin.streaming.state import StateStore, now_micros
@@ -66,6 +68,8 @@ class MicroBatchOperator:
         self.next_batch = 0  # sqlwin's micro-batch number (counts the micro-batches that did something)
         self.last_source_batch = -1  # Spark's id of the last batch committed
         self.relation_columns = [c.name for c in shape.window.relation.columns] if shape.window else None
+        self.sessions = SessionAssigner(self) if shape.window is not None and \
+            shape.window.kind is WindowKind.SESSION else None
         self._prepare_schemas()
         self._restore()
 
@@ -80,7 +84,7 @@ class MicroBatchOperator:
         rows = assigned.withColumn("__mb", F.lit(0).cast("bigint")).withColumn("__present", F.lit(True))
         self.rows_schema = rows.schema
         self.key_ddl = key_ddl(assigned.schema, len(self.shape.keys)) if self.shape.keys else ""
-        internal = {"__key", "__ws", "__we", *[f"__k{i}" for i in range(len(self.shape.keys))]}
+        internal = {"__key", "__ws", "__we", "__ts", *[f"__k{i}" for i in range(len(self.shape.keys))]}
         window_cols = {"window_start", "window_end", "window_time"} if self.shape.window else set()
         self.row_columns = [f.name for f in assigned.schema.fields if f.name not in internal | window_cols]
         if self.relation_columns is None:
@@ -138,6 +142,7 @@ class MicroBatchOperator:
         from pyspark.sql import functions as F
 
         batch = self.next_batch
+        self.current_processing_time = processing_time
         stream = self.shape.stream
         count, max_ts = 0, None
         if data is not None:
@@ -174,6 +179,9 @@ class MicroBatchOperator:
 
     # -- 1. rows ------------------------------------------------------------------------------
     def _assign(self, spark: Any, batch: int, watermark: int) -> dict[WindowKey, int]:
+        """Assign, classify and store the micro-batch's rows; returns the new-row counts per window."""
+        if self.sessions is not None:
+            return self.sessions.assign(spark, batch, watermark)
         from pyspark.sql import functions as F
 
         assigned = spark.sql(self.query.assign_sql)
@@ -195,22 +203,40 @@ class MicroBatchOperator:
             accepted = {(r["__key"], r["__ws"], r["__we"]): r["count"] for r in counts if r["__status"] is None}
             dropped = sum(r["count"] for r in counts if r["__status"] is not None)
             if accepted:
-                rows = annotated.where(F.col("__status").isNull()).drop("__status") \
-                    .withColumn("__mb", F.lit(batch).cast("bigint")).withColumn("__present", F.lit(True))
-                rows.select(*self.rows_schema.fieldNames()).write.mode("overwrite").parquet(self.store.rows_path(batch))
-                self.rows_by_batch[batch] = sum(accepted.values())
-            if self.late_sink is not None:
-                if dropped:
-                    late_rows = annotated.where(F.col("__status").isNotNull()).select(
-                        *[F.col(f"`{c}`") for c in self.relation_columns], "window_start", "window_end",
-                        F.timestamp_micros(F.lit(watermark)).alias("watermark"), F.col("__status").alias("reason"))
-                    self.late_sink.write(late_rows, batch)
-                else:
-                    self.late_sink.clear(batch)
-            self.counters["late_rows_dropped"] += dropped
+                self.store_rows(annotated.where(F.col("__status").isNull()).drop("__status"), batch,
+                                sum(accepted.values()))
+            late_rows = annotated.where(F.col("__status").isNotNull()).select(
+                *[F.col(f"`{c}`") for c in self.relation_columns], "window_start", "window_end",
+                F.col("__status").alias("reason"))
+            self.write_late([late_rows] if dropped else [], batch, watermark, dropped)
         finally:
             annotated.unpersist()
         return accepted
+
+    def store_rows(self, rows: Any, batch: int, count: int) -> None:
+        """Keep the rows micro-batch ``batch`` added to open windows, for the panes that will read them."""
+        from pyspark.sql import functions as F
+
+        rows = rows.withColumn("__mb", F.lit(batch).cast("bigint")).withColumn("__present", F.lit(True))
+        rows.select(*self.rows_schema.fieldNames()).write.mode("overwrite").parquet(self.store.rows_path(batch))
+        self.rows_by_batch[batch] = count
+
+    def write_late(self, parts: list, batch: int, watermark: int, count: int) -> None:
+        """LATE ROWS TO: every dropped (row, window) of the micro-batch, written once (its folder replaced)."""
+        from pyspark.sql import functions as F
+
+        self.counters["late_rows_dropped"] += count
+        if self.late_sink is None:
+            return
+        if not parts:
+            self.late_sink.clear(batch)
+            return
+        union = parts[0]
+        for part in parts[1:]:
+            union = union.unionByName(part)
+        columns = [*self.relation_columns, "window_start", "window_end"]
+        self.late_sink.write(union.select(*[F.col(f"`{c}`") for c in columns],
+                                          F.timestamp_micros(F.lit(watermark)).alias("watermark"), "reason"), batch)
 
     # -- 2. panes -----------------------------------------------------------------------------
     def _drive(self, accepted: dict[WindowKey, int], batch: int, watermark: int,

@@ -21,6 +21,7 @@ from sqlglot import exp
 from sqlwin.backends.spark_batch import SparkBatchCompiler
 from sqlwin.core.panes import MAX_TIME, MIN_TIME
 from sqlwin.errors import SqlwinError
+from sqlwin.plan.windows import WindowKind
 from sqlwin.streaming.shape import (
     PANE_COLUMNS,
     StreamingShape,
@@ -92,6 +93,10 @@ class PaneQuery:
             ws, we = exp.Literal.number(MIN_TIME), exp.Literal.number(MAX_TIME)
         outer = exp.select(exp.Star(), exp.alias_(key_json, "__key"), exp.alias_(ws, "__ws"),
                            exp.alias_(we, "__we")).from_(select.subquery("__a"))
+        if shape.window is not None and shape.window.kind is WindowKind.SESSION:
+            # sessions move: stored rows belong to the session of their key that contains their time
+            outer.select(exp.alias_(self.compiler.to_us(exp.column(shape.window.time_col), shape.window), "__ts"),
+                         copy=False)
         specs = [shape.window] if shape.window is not None else []
         compiled = self.compiler.compile(outer, specs)
         return self.compiler.render(compiled)
@@ -113,8 +118,12 @@ class PaneQuery:
         items += ["r.__present AS __present", "p.pane_index AS pane_index", "p.pane_timing AS pane_timing",
                   "p.is_final AS is_final"]
         fired = f"(SELECT *, FROM_JSON(__key, '{key_ddl}') AS __kk FROM {v.fired})" if shape.keys else v.fired
+        if shape.window is not None and shape.window.kind is WindowKind.SESSION:
+            bounds = "r.__ts >= p.__ws AND r.__ts < p.__we"
+        else:
+            bounds = "r.__ws = p.__ws AND r.__we = p.__we"
         return (f"SELECT {', '.join(items)} FROM {fired} AS p LEFT JOIN {v.rows} AS r "
-                "ON r.__key = p.__key AND r.__ws = p.__ws AND r.__we = p.__we AND ARRAY_CONTAINS(p.tokens, r.__mb)")
+                f"ON r.__key = p.__key AND {bounds} AND ARRAY_CONTAINS(p.tokens, r.__mb)")
 
     def pane_sql(self) -> str:
         """The user's statement, reading the pane relation instead of the window TVF (or the stream)."""

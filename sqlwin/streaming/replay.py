@@ -54,8 +54,8 @@ def replay(spark: Any, shape: StreamingShape, late_view: str | None = None) -> A
         if clock is not None:
             numbered = numbered.selectExpr("*", f"UNIX_MICROS({clock.sql('spark')}) AS {CLOCK}")
         numbered = numbered.drop("__sqlwin_arrival").localCheckpoint()
-        plan = numbered.groupBy(BATCH).agg(*([F.max(CLOCK).alias("clock")] if clock is not None else [])) \
-            .orderBy(BATCH).collect()
+        clock_of = F.max(CLOCK) if clock is not None else F.lit(None).cast("bigint")
+        plan = numbered.groupBy(BATCH).agg(clock_of.alias("clock")).orderBy(BATCH).collect()
         data_columns = [c for c in numbered.columns if c not in (BATCH, CLOCK)]
         processing_time = 0
         for entry in plan:

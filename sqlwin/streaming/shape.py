@@ -84,10 +84,13 @@ def analyse(query: WindowedQuery, streams: dict[str, CreateStream | CreateReplay
                                                           "in the SELECT that reads the window TVF")
         alias = spec.alias
         window: WindowSpec | None = spec
-        if spec.kind is WindowKind.SESSION or spec.is_count_based:
-            what = "SESSION windows" if spec.kind is WindowKind.SESSION else "count windows (ROWS)"
-            raise SqlwinError.at(tvf, f"{what} do not run in streaming queries in this version of sqlwin; "
-                                      "run them over a table (batch)")
+        if spec.is_count_based:
+            raise SqlwinError.at(tvf, "count windows (ROWS) do not run in streaming queries in this version of "
+                                      "sqlwin; run them over a table (batch)")
+        if spec.kind is WindowKind.SESSION and (spec.dynamic_gap or spec.max_duration is not None):
+            what = "a dynamic gap" if spec.dynamic_gap else "MAX_DURATION"
+            raise SqlwinError.at(tvf, f"SESSION with {what} does not run in streaming queries in this version of "
+                                      "sqlwin (a static gap does); run it over a table (batch)")
     else:
         table = tables[0]
         carrier = table.find_ancestor(exp.Select)
@@ -114,8 +117,16 @@ def analyse(query: WindowedQuery, streams: dict[str, CreateStream | CreateReplay
             raise SqlwinError.at(group or carrier, "a streaming window aggregation must GROUP BY window_start, "
                                                    "window_end (and its keys), as in Flink")
         keys = [g for g in grouped if _bound_name(g, alias) is None]
+        if window is not None and window.kind is WindowKind.SESSION:
+            names = sorted(k.name.lower() for k in keys if isinstance(k, exp.Column))
+            if len(names) != len(keys) or names != sorted(p.lower() for p in window.partition_by):
+                raise SqlwinError.at(group or carrier, "a streaming SESSION aggregation groups by window_start, "
+                                                       "window_end and exactly the SESSION's PARTITION BY columns")
     elif window is not None and query.emit.explicit:
         raise SqlwinError.at(carrier, "EMIT applies to an aggregation")
+    elif window is not None and window.kind is WindowKind.SESSION:
+        raise SqlwinError.at(window.node, "in a streaming query, SESSION windows feed an aggregation "
+                                          "(GROUP BY window_start, window_end and the PARTITION BY columns)")
     return StreamingShape(query, stream, window, carrier, alias, keys, aggregated)
 
 

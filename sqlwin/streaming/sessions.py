@@ -1,0 +1,153 @@
+"""SESSION windows in the custom streaming path: sessions grow and merge as rows arrive (GRAMMAR 1, 4).
+
+Per micro-batch, with ``W`` the watermark in force:
+
+1. A row whose own span ``[ts, ts + gap)`` is past its cleanup time (``W >= ts + gap + lateness``) is
+   dropped as late before merging (Beam), with that span as its window in LATE ROWS TO.
+2. Spark computes the micro-batch's own sessions from the other rows (the batch backend's SESSION plan),
+   and Python receives one line per such session: (key, start, end, rows).
+3. Per key, those sessions and the open ones of earlier micro-batches merge when they overlap or touch;
+   merging windows merge their pane state (``PaneDriver.merge``, Beam's onMerge; a window with new
+   bounds numbers its panes from 0). A session that merges into one whose trigger finished is closed:
+   its new rows, and the rows the others held, are dropped as ``window closed``.
+
+Stored rows carry their time (``__ts``), not a window: a session of key k holds exactly the stored rows of
+k with ``start <= ts < end`` (sessions of a key never overlap), so merges move no rows.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from sqlwin.core.panes import MIN_TIME
+
+LATE = "late"
+CLOSED = "window closed"
+
+
+class SessionAssigner:
+    def __init__(self, operator: Any):
+        self.op = operator
+
+    def assign(self, spark: Any, batch: int, watermark: int) -> dict:
+        from pyspark.sql import functions as F
+
+        op = self.op
+        spec = op.shape.window
+        gap = spec.gap
+        ts_us = F.unix_micros(F.col(f"`{spec.time_col}`"))
+        threshold = watermark - op.shape.lateness - gap  # late: ts + gap + lateness <= W
+        rows = spark.table(op.views.batch)
+        late_parts = []
+        late_count = 0
+        if threshold >= MIN_TIME:
+            is_late = F.col(f"`{spec.time_col}`").isNotNull() & (ts_us <= F.lit(threshold))
+            late = rows.where(is_late)
+            late_count = late.count()
+            if late_count:
+                late_parts.append(late.select(*[F.col(f"`{c}`") for c in op.relation_columns],
+                                              F.col(f"`{spec.time_col}`").alias("window_start"),
+                                              F.timestamp_micros(ts_us + F.lit(gap)).alias("window_end"),
+                                              F.lit(LATE).alias("reason")))
+                rows.where(~is_late).createOrReplaceTempView(op.views.batch)
+        assigned = spark.sql(op.query.assign_sql).persist()
+        try:
+            spans = assigned.groupBy("__key", "__ws", "__we").count().collect()
+            accepted, closed, lost = self._merge(spans, watermark, op.current_processing_time)
+            kept = assigned
+            if closed:
+                dropped, kept = self._split_closed(spark, assigned, closed)
+                late_parts.append(dropped)
+            closed_count = sum(n for *_, n in closed.values())
+            if lost:
+                earlier = self._stored_rows_of(spark, lost).persist()
+                closed_count += earlier.count()
+                late_parts.append(earlier)
+            kept_count = sum(accepted.values())
+            if kept_count:
+                op.store_rows(kept, batch, kept_count)
+            op.write_late(late_parts, batch, watermark, late_count + closed_count)
+        finally:
+            assigned.unpersist()
+        return accepted
+
+    def _merge(self, spans: list, watermark: int, processing_time: int) -> tuple[dict, dict, list]:
+        """Merge the micro-batch's sessions into the open ones. Returns the new-row counts per (merged)
+        window; the micro-batch sessions that joined a closed window, ``(key, start, end) -> (closed start,
+        closed end, rows)``; and the rows earlier windows held when they merged into a closed one,
+        ``(key, start, end, tokens, closed start, closed end)``."""
+        op = self.op
+        by_key: dict[str, list] = defaultdict(list)
+        for r in spans:
+            by_key[r["__key"]].append((r["__ws"], r["__we"], r["count"]))
+        open_by_key: dict[str, list] = defaultdict(list)
+        for key, start, end in op.windows:
+            if key in by_key:
+                open_by_key[key].append((start, end))
+        accepted: dict = {}
+        closed: dict = {}
+        lost: list = []
+        for key, new in by_key.items():
+            for start, end, members in _clusters([(s, e, None) for s, e in open_by_key[key]] + new):
+                fresh = [(s, e, n) for s, e, n in members if n is not None]
+                old = [(key, s, e) for s, e, n in members if n is None]
+                window = (key, start, end)
+                states = [op.windows.pop(w) for w in old]
+                if old == [window]:
+                    state = states[0]
+                elif states:
+                    state, _ = op.driver.merge(states, start, end, watermark, processing_time)
+                    if state.closed:  # Beam ORs the finished bits: the merged window is closed
+                        lost += [(key, s.start, s.end, sorted(set(s.pending)), start, end)
+                                 for s in states if s.pending and not s.closed]
+                else:
+                    state = None
+                if state is not None:
+                    op.windows[window] = state
+                if state is not None and state.closed:
+                    closed.update({(key, s, e): (start, end, n) for s, e, n in fresh})
+                else:
+                    accepted[window] = sum(n for _, _, n in fresh)
+        return accepted, closed, lost
+
+    def _split_closed(self, spark: Any, assigned: Any, closed: dict) -> tuple[Any, Any]:
+        """The rows of micro-batch sessions that joined a closed window (dropped), and the others (kept)."""
+        from pyspark.sql import functions as F
+
+        op = self.op
+        marks = spark.createDataFrame([(k, s, e, cs, ce) for (k, s, e), (cs, ce, _) in closed.items()],
+                                      "__key string, __ws bigint, __we bigint, __cs bigint, __ce bigint")
+        joined = assigned.join(F.broadcast(marks), ["__key", "__ws", "__we"], "left")
+        dropped = joined.where(F.col("__cs").isNotNull()).select(
+            *[F.col(f"`{c}`") for c in op.relation_columns], F.timestamp_micros("__cs").alias("window_start"),
+            F.timestamp_micros("__ce").alias("window_end"), F.lit(CLOSED).alias("reason"))
+        return dropped, joined.where(F.col("__cs").isNull()).drop("__cs", "__ce")
+
+    def _stored_rows_of(self, spark: Any, lost: list) -> Any:
+        """Rows that earlier windows held (unemitted) when they merged into a closed one: read back, dropped."""
+        from pyspark.sql import functions as F
+
+        op = self.op
+        marks = spark.createDataFrame(
+            [(k, s, e, t, cs, ce) for k, s, e, tokens, cs, ce in lost for t in tokens],
+            "__key string, __ls bigint, __le bigint, __mb bigint, __cs bigint, __ce bigint")
+        batches = sorted({t for _k, _s, _e, tokens, _cs, _ce in lost for t in tokens})
+        stored = spark.read.schema(op.rows_schema).parquet(*[op.store.rows_path(b) for b in batches])
+        joined = stored.join(F.broadcast(marks), ["__key", "__mb"]).where(
+            (F.col("__ts") >= F.col("__ls")) & (F.col("__ts") < F.col("__le")))
+        return joined.select(*[F.col(f"`{c}`") for c in op.relation_columns],
+                             F.timestamp_micros("__cs").alias("window_start"),
+                             F.timestamp_micros("__ce").alias("window_end"), F.lit(CLOSED).alias("reason"))
+
+
+def _clusters(items: list) -> list:
+    """Sort spans and group those that overlap or touch: [(start, end, [(s, e, payload), ...]), ...]."""
+    clusters: list[list] = []
+    for start, end, payload in sorted(items, key=lambda i: (i[0], i[1])):
+        if clusters and start <= clusters[-1][1]:
+            clusters[-1][1] = max(clusters[-1][1], end)
+            clusters[-1][2].append((start, end, payload))
+        else:
+            clusters.append([start, end, [(start, end, payload)]])
+    return [(s, e, m) for s, e, m in clusters]
