@@ -106,6 +106,9 @@ def analyse(query: WindowedQuery, streams: dict[str, CreateStream | CreateReplay
             window.time_col.lower() != stream.watermark.column.lower():
         raise SqlwinError.at(window.node, f"DESCRIPTOR({window.time_col}) must be the stream's watermark column "
                                           f"{stream.watermark.column}")
+    if query.evict is not None:
+        evict = next(s.args["evict"] for s in node.find_all(exp.Select) if s.args.get("evict"))
+        raise SqlwinError.at(evict, "EVICT does not run in streaming queries in this version of sqlwin")
     group = carrier.args.get("group")
     aggregated = group is not None or any(
         a.find_ancestor(exp.Window) is None for a in carrier.find_all(exp.AggFunc))
