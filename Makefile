@@ -24,8 +24,10 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check sqlwin udtfs tests bench
 
+# Nexmark suite (README "Benchmarks"): make bench BENCH_ARGS="--sizes 1M,3M,10M" for scaling
+BENCH_ARGS ?= --quick
 bench: $(STAMP)
-	$(BIN)/python bench/batch.py
+	$(BIN)/python -m bench $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) spark-warehouse metastore_db derby.log .pytest_cache

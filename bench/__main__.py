@@ -1,0 +1,151 @@
+"""The Nexmark benchmark: sqlwin on Spark vs hand-written native Spark vs DuckDB, side by side.
+
+    python -m bench --quick                 # one small size (< 5 minutes on 2 cores)
+    python -m bench --sizes 1M,3M,10M       # scaling: every query at each size, plus a time/size plot
+    python -m bench --queries q5_hot_items,q11_user_sessions --rounds 3
+
+For every size it generates (or reuses) the Nexmark parquet, then for every query checks that each
+engine returns the same rows as DuckDB (sorted, floats within 1e-9), and only then times the engines
+in interleaved rounds and reports medians. Results go to ``--out`` (default ``bench/results``):
+``nexmark_<tag>.csv`` (every round), ``nexmark_<tag>.md`` (the table), ``nexmark_<tag>_<size>.png``
+(bars per query and engine) and, for several sizes, ``nexmark_<tag>_scaling.png``. The exit status
+is 1 when any engine failed or disagreed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+QUICK_EVENTS = "1M"
+RESULTS = Path(__file__).parent / "results"
+
+
+def machine() -> str:
+    """One line naming the machine, for the saved table."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30 if hasattr(os, "sysconf") else 0
+    import duckdb
+    import pyspark
+
+    load = " / ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
+    return (f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GB RAM, {platform.system()}, Python "
+            f"{platform.python_version()}, pyspark {pyspark.__version__} (local[2]), duckdb {duckdb.__version__}; "
+            f"load average {load} (1/5/15 min) at the end")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from bench.nexmark import generator, report, suite
+
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_EVENTS} events, 3 rounds")
+    parser.add_argument("--sizes", default="1M", help="comma-separated event counts, e.g. 1M,3M,10M")
+    parser.add_argument("--rounds", type=int, help="timed rounds per query, median reported (default 5; --quick 3)")
+    parser.add_argument("--queries", default=",".join(q.name for q in suite.QUERIES))
+    parser.add_argument("--engines", default=",".join(suite.ENGINES))
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--rate", type=int, default=generator.Config.rate, help="events per second of event time")
+    parser.add_argument("--disorder-fraction", type=float, default=generator.Config.disorder_fraction)
+    parser.add_argument("--late-fraction", type=float, default=generator.Config.late_fraction)
+    parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "sqlwin-nexmark",
+                        help="where generated parquet is kept (reused when the parameters match)")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--tag", help="name of the result files (default: quick, or the sizes)")
+    parser.add_argument("--spark-memory", default="4g")
+    parser.add_argument("--replot", type=Path, metavar="CSV", help="redraw the table and charts of a saved run")
+    args = parser.parse_args(argv)
+
+    from rich.console import Console
+
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
+    warnings.filterwarnings("ignore", message=".*PySpark does not yet fully support pandas.*")
+    t0 = time.perf_counter()
+
+    def say(msg: str) -> None:
+        console.print(f"[dim]{time.perf_counter() - t0:7.1f}s[/] {msg}")
+
+    sizes = [generator.parse_size(QUICK_EVENTS)] if args.quick else \
+        [generator.parse_size(s) for s in args.sizes.split(",")]
+    rounds = args.rounds or (3 if args.quick else 5)
+    tag = args.tag or ("quick" if args.quick else "-".join(report.size_label(s) for s in sizes))
+    wanted = set(args.queries.split(","))
+    unknown = wanted - {q.name for q in suite.QUERIES}
+    if unknown:
+        parser.error(f"unknown queries: {', '.join(sorted(unknown))}")
+    queries = [q for q in suite.QUERIES if q.name in wanted]
+    engines = {n: suite.ENGINES[n] for n in args.engines.split(",")}
+
+    if args.replot:
+        measurements = report.read_csv(args.replot)
+        report.print_table(measurements, console)
+        rounds = max((len(m.times) for m in measurements), default=0)
+        return render(measurements, args.out, args.replot.stem.removeprefix("nexmark_"), rounds)
+
+    import duckdb
+
+    from sqlwin.session import local_session
+
+    say(f"starting Spark; sizes {', '.join(map(report.size_label, sizes))}, {len(queries)} queries, "
+        f"engines {', '.join(engines)}, {rounds} rounds")
+    spark = local_session("sqlwin-nexmark", {"spark.driver.memory": args.spark_memory})
+    measurements: list[suite.Measurement] = []
+    args.out.mkdir(parents=True, exist_ok=True)
+    csv_path = args.out / f"nexmark_{tag}.csv"
+    for events in sizes:
+        cfg = generator.Config(events, args.seed, args.rate, args.disorder_fraction,
+                               late_fraction=args.late_fraction)
+        root = args.data / f"{report.size_label(events)}-seed{args.seed}"
+        say(f"[bold]{report.size_label(events)} events[/]: data in {root}")
+        generator.generate(root, cfg, progress=lambda done, n=events: say(f"  generated {done:,}/{n:,} events"))
+        duck = duckdb.connect()
+        duck.execute("SET TimeZone = 'UTC'")
+        duck.execute("SET memory_limit = '4GB'")  # a shared machine: spill rather than take most of the RAM
+        ctx = suite.Context(spark, duck, root, events)
+        suite.register_tables(ctx)
+        for i, q in enumerate(queries, 1):
+            say(f"[bold]{report.size_label(events)} {q.name}[/] ({i}/{len(queries)}, {q.kind}): checking results")
+            ms = suite.measure(q, ctx, rounds, engines, say=say)
+            measurements += ms
+            report.write_csv(measurements, csv_path)  # after every query: a long run interrupted keeps its data
+            say("  " + ", ".join(f"{m.engine} {m.median:.2f}s" if m.median is not None else f"{m.engine} {m.status}"
+                                 for m in ms) + f" ({ms[0].rows} rows)")
+        duck.close()
+    spark.stop()
+
+    report.print_table(measurements, console)
+    report.write_csv(measurements, csv_path)
+    return render(measurements, args.out, tag, rounds, say)
+
+
+def render(measurements: list, out: Path, tag: str, rounds: int, say=print) -> int:
+    """The Markdown table and the charts; the exit status (1 when an engine failed or disagreed)."""
+    from bench.nexmark import report
+
+    where = machine()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"nexmark_{tag}.md").write_text(
+        f"Nexmark batch, {rounds} interleaved rounds (median seconds); {where}\n\n" + report.markdown(measurements))
+    sizes = sorted({m.events for m in measurements})
+    for events in sizes:
+        report.bar_chart(measurements, events, out / f"nexmark_{tag}_{report.size_label(events)}.png",
+                         f"Nexmark batch, {report.size_label(events)} events (median of {rounds})")
+    if len(sizes) > 1:
+        report.scaling_chart(measurements, out / f"nexmark_{tag}_scaling.png", "Nexmark batch: time vs events")
+    say(f"wrote {out}/nexmark_{tag}.* ({where})")
+    return 0 if all(m.status == "ok" for m in measurements) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
