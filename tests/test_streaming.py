@@ -152,3 +152,55 @@ def test_session_windows_merge_and_match_replay(spark, env, tmp_path):
     # ... plus what the end of the table fires: the watermark goes to +infinity and [30, 35) fires
     assert rows_of(replayed, columns) == sorted([*streamed, (at(30), at(35), "a", 30, 1, 0, "ON_TIME", True, 7)])
     assert rows_of(spark.table("sess_rl"), late_columns) == [("a", 5, at(5), at(10), at(28), "late", 6)]
+
+
+def two_streams(spark, tmp_path, idle: str) -> dict:
+    feeds = {}
+    for name in ("two_a", "two_b"):
+        feeds[name] = Feeder(tmp_path / name)
+        sqlwin.sql(spark, f"CREATE STREAM {name} (k STRING, v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts) "
+                          f"USING json OPTIONS (path '{tmp_path / name}'){idle}")
+    return feeds
+
+
+TWO_SQL = """CREATE STREAMING TABLE two_out AS
+    SELECT window_start, window_end, SUM(v) AS s FROM TUMBLE(TABLE(SELECT k, v, ts FROM two_a UNION ALL
+    SELECT k, v, ts FROM two_b), DESCRIPTOR(ts), INTERVAL 10 SECONDS) GROUP BY window_start, window_end"""
+
+
+def test_several_streams_take_the_minimum_watermark(spark, tmp_path, monkeypatch):
+    """GRAMMAR 3: the watermark of a query over several streams is the minimum of theirs."""
+    monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(tmp_path / "root"))
+    feeds = two_streams(spark, tmp_path, "")
+    table = start(spark, TWO_SQL)
+    try:
+        assert table.path == "custom" and "several streams" in table.why
+        feeds["two_b"].feed([[row("b", 1, 4)]], table)
+        feeds["two_a"].feed([[row("a", 10, 3)], [row("a", 20, 31)]], table)
+        assert spark.table("two_out").count() == 0  # W = min(31, 4): two_b holds it back
+        feeds["two_b"].feed([[row("b", 2, 12)]], table)  # W = min(31, 12): [0, 10) fires
+        assert rows_of(spark.table("two_out"), ["window_start", "s", "pane_timing"]) == [(at(0), 11, "ON_TIME")]
+    finally:
+        table.stop()
+        catalog.remove_table("two_out")
+
+
+def test_quiet_and_idle_streams_still_close_windows(spark, tmp_path, monkeypatch):
+    """WITH IDLE TIMEOUT (GRAMMAR 3): two_b never sends a row and, once idle, does not hold two_a back; two_a
+    goes quiet after one row and its watermark then follows processing time, so [0, 10) closes with no new
+    row (about 1 s + (10 - 3) s after the row). Waits for that outcome, bounded; no fixed sleep decides it."""
+    import time
+
+    monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(tmp_path / "root"))
+    feeds = two_streams(spark, tmp_path, " WITH IDLE TIMEOUT INTERVAL 1 SECOND")
+    table = start(spark, TWO_SQL)
+    try:
+        feeds["two_a"].feed([[row("a", 10, 3)]], table)
+        deadline = time.monotonic() + 120
+        while spark.table("two_out").count() < 1 and time.monotonic() < deadline:
+            table.process_all_available()
+            time.sleep(0.2)
+        assert rows_of(spark.table("two_out"), ["window_start", "s", "pane_timing"]) == [(at(0), 10, "ON_TIME")]
+    finally:
+        table.stop()
+        catalog.remove_table("two_out")

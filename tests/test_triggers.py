@@ -552,3 +552,21 @@ def test_only_the_watermark_firing_is_on_time(scenario):
         return
     panes = simulate(kind, trigger, mode, lateness, delay, batches, proc_steps)[0]
     assert all(p.timing is not ON_TIME for window_panes in panes.values() for p in window_panes)
+
+
+def test_query_watermark_is_the_minimum_and_idle_streams_do_not_hold_back():
+    from sqlwin.core.panes import QueryWatermark
+
+    fast, slow = WatermarkTracker(delay=0, idle_timeout=10), WatermarkTracker(delay=5, idle_timeout=10)
+    w = QueryWatermark([fast, slow])
+    assert w.after_batch([20, None], processing_time=0) == MIN_TIME  # slow has no row yet: holds back
+    assert w.after_batch([30, 12], processing_time=1) == 7  # min(30, 12 - 5)
+    assert w.after_batch([40, None], processing_time=5) == 7
+    assert w.after_batch([50, None], processing_time=11) == 50  # slow idle since 1: no longer holds back
+    assert w.after_batch([None, 13], processing_time=12) == 50  # slow is back (8); W never goes back
+    assert w.after_batch([60, 70], processing_time=13) == 60
+    single = QueryWatermark([WatermarkTracker(delay=2)])
+    assert single.after_batch([9], processing_time=0) == 7
+    restored = QueryWatermark([WatermarkTracker(delay=0, idle_timeout=10), WatermarkTracker(delay=5, idle_timeout=10)])
+    restored.restore(json.loads(json.dumps(w.to_dict())))
+    assert restored.to_dict() == w.to_dict()

@@ -430,3 +430,69 @@ class WatermarkTracker:
         self.current = data.get("current", MIN_TIME)
         self.max_ts = data.get("max_ts")
         self.last_row_at = data.get("last_row_at")
+
+
+class QueryWatermark:
+    """The watermark of a query over several streams (GRAMMAR 3): the minimum of theirs (Flink, and Spark's
+    default policy), where a stream that is idle (no row for its IDLE TIMEOUT of processing time, counted
+    from its last row or from the query's first micro-batch) does not hold the others back. Never goes back.
+    With one stream it is that stream's watermark."""
+
+    def __init__(self, trackers: list[WatermarkTracker]):
+        self.trackers = trackers
+        self.current = MIN_TIME
+        self.started_at: int | None = None
+
+    def _idle(self, tracker: WatermarkTracker, processing_time: int | None) -> bool:
+        if tracker.idle_timeout is None or processing_time is None:
+            return False
+        since = tracker.last_row_at if tracker.last_row_at is not None else self.started_at
+        return since is not None and processing_time - since >= tracker.idle_timeout
+
+    def _combine(self, processing_time: int | None) -> int:
+        active = [t.current for t in self.trackers if not self._idle(t, processing_time)]
+        candidate = min(active) if active else max(t.current for t in self.trackers)
+        self.current = max(self.current, candidate)
+        return self.current
+
+    def advance_idle(self, processing_time: int | None) -> int:
+        if self.started_at is None:
+            self.started_at = processing_time
+        for tracker in self.trackers:
+            tracker.advance_idle(processing_time)
+        return self._combine(processing_time)
+
+    def after_batch(self, max_ts: list[int | None], processing_time: int | None) -> int:
+        """``max_ts[i]``: the largest time stream i brought in the micro-batch (None: no row)."""
+        if self.started_at is None:
+            self.started_at = processing_time
+        for tracker, ts in zip(self.trackers, max_ts, strict=True):
+            tracker.after_batch([ts] if ts is not None else [], processing_time)
+        return self._combine(processing_time)
+
+    def end_of_input(self) -> int:
+        for tracker in self.trackers:
+            tracker.end_of_input()
+        self.current = MAX_TIME
+        return self.current
+
+    def wake_time(self, event_timer: int | None, after: int | None = None) -> int | None:
+        """The first processing time after ``after`` at which idleness may move the query watermark towards
+        ``event_timer``: a stream's own idle advance reaching it, or a stream becoming idle (and so no
+        longer holding the others back)."""
+        times = [t.wake_time(event_timer) for t in self.trackers]
+        starts = [(t.last_row_at if t.last_row_at is not None else self.started_at) for t in self.trackers]
+        times += [s + t.idle_timeout for s, t in zip(starts, self.trackers, strict=True)
+                  if s is not None and t.idle_timeout is not None]
+        times = [t for t in times if t is not None and (after is None or t > after)]
+        return min(times) if times else None
+
+    def to_dict(self) -> dict:
+        return {"current": self.current, "started_at": self.started_at,
+                "streams": [t.to_dict() for t in self.trackers]}
+
+    def restore(self, data: dict) -> None:
+        self.current = data.get("current", MIN_TIME)
+        self.started_at = data.get("started_at")
+        for tracker, saved in zip(self.trackers, data.get("streams", []), strict=False):
+            tracker.restore(saved)

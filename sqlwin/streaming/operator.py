@@ -29,6 +29,7 @@ from sqlwin.core.panes import (
     MIN_TIME,
     Pane,
     PaneDriver,
+    QueryWatermark,
     WatermarkTracker,
     WindowState,
 )
@@ -37,7 +38,7 @@ from sqlwin.plan.windows import WindowKind
 from sqlwin.streaming.panequery import PaneQuery, Views, key_ddl
 from sqlwin.streaming.sessions import SessionAssigner
 from sqlwin.streaming.sinks import BatchSink
-from sqlwin.streaming.sources import TICK_COLUMN, TickFile
+from sqlwin.streaming.sources import SOURCE_COLUMN, TICK_COLUMN, TickFile
 from sqlwin.streaming.state import StateStore, now_micros
 
 WindowKey = tuple[str, int, int]  # (keys as JSON, window start, window end), microseconds
@@ -58,13 +59,13 @@ class MicroBatchOperator:
         self.views = Views.for_table(tag)
         self.query = PaneQuery(shape, spark, self.views)
         self.driver = PaneDriver(shape.query.emit, shape.query.lateness, global_window=shape.window is None)
-        stream = shape.stream
-        wm = stream.watermark
-        idle = stream.idle_timeout if isinstance(stream, CreateStream) else getattr(stream, "idle_timeout", None)
-        self.tracker = WatermarkTracker(wm.delay if wm else 0, idle)
+        self.streams = shape.streams or [shape.stream]
+        self.tracker = QueryWatermark([WatermarkTracker(s.watermark.delay if s.watermark else 0, s.idle_timeout)
+                                       for s in self.streams])
         self.windows: dict[WindowKey, WindowState] = {}
         self.rows_by_batch: dict[int, int] = {}
         self.counters = {"rows_in": 0, "late_rows_dropped": 0, "panes": 0, "micro_batches": 0}
+        self.current_processing_time = 0
         self.next_batch = 0  # sqlwin's micro-batch number (counts the micro-batches that did something)
         self.last_source_batch = -1  # Spark's id of the last batch committed
         self.relation_columns = [c.name for c in shape.window.relation.columns] if shape.window else None
@@ -78,7 +79,8 @@ class MicroBatchOperator:
         """Analyse (never run) the queries once, against the stream's view, to fix every schema."""
         from pyspark.sql import functions as F
 
-        self.spark.table(self.shape.stream.name).createOrReplaceTempView(self.views.batch)
+        for i, stream in enumerate(self.streams):
+            self.spark.table(stream.name).createOrReplaceTempView(self.views.batch_of(i))
         assigned = self.spark.sql(self.query.assign_sql)
         self.assigned_schema = assigned.schema
         rows = assigned.withColumn("__mb", F.lit(0).cast("bigint")).withColumn("__present", F.lit(True))
@@ -104,8 +106,8 @@ class MicroBatchOperator:
 
         by_name = {f.name: f for f in self.assigned_schema.fields}
         fields = [by_name[c] for c in self.relation_columns if c in by_name]
-        fields += [by_name["window_start"], by_name["window_end"], StructField("watermark", TimestampType()),
-                   StructField("reason", StringType())]
+        fields += [by_name.get(c, StructField(c, TimestampType())) for c in ("window_start", "window_end")]
+        fields += [StructField("watermark", TimestampType()), StructField("reason", StringType())]
         return StructType(fields)
 
     def _restore(self) -> None:
@@ -139,19 +141,9 @@ class MicroBatchOperator:
         It is numbered ``self.next_batch`` if it does something (brings rows, fires or expires a window,
         moves the watermark); a micro-batch that does nothing (Spark's first empty batch, a tick with
         nothing due) changes no state and takes no number, so numbers do not depend on such batches."""
-        from pyspark.sql import functions as F
-
         batch = self.next_batch
         self.current_processing_time = processing_time
-        stream = self.shape.stream
-        count, max_ts = 0, None
-        if data is not None:
-            if isinstance(stream, CreateStream) and stream.proctime_column:
-                data = data.withColumn(stream.proctime_column, F.timestamp_micros(F.lit(processing_time)))
-            data.createOrReplaceTempView(self.views.batch)
-            ts = self.shape.time_column
-            stats = data.agg(F.count(F.lit(1)).alias("n"), F.max(F.unix_micros(F.col(ts))).alias("m")).collect()[0]
-            count, max_ts = int(stats["n"]), stats["m"]
+        count, max_ts = self._read(data, processing_time)
         start = self.tracker.current
         if end_of_input:
             self.tracker.end_of_input()
@@ -163,8 +155,7 @@ class MicroBatchOperator:
             accepted = self._assign(spark, batch, watermark)
         panes, expired = self._drive(accepted, batch, watermark, processing_time)
         self._emit(spark, panes, batch)
-        before = self.tracker.current
-        self.tracker.after_batch([max_ts] if max_ts is not None else [], processing_time)
+        self.tracker.after_batch(max_ts, processing_time)
         moved = self.tracker.current > start
         if count or panes or expired or moved:
             self.counters["rows_in"] += count
@@ -174,8 +165,31 @@ class MicroBatchOperator:
             self._commit(batch, source_batch)
         elif source_batch is not None:
             self.last_source_batch = source_batch
-        self._ask_for_next_batch(source_batch, moved=self.tracker.current > before)
+        self._ask_for_next_batch(source_batch)
         return panes
+
+    def _read(self, data: Any, processing_time: int) -> tuple[int, list[int | None]]:
+        """Register each stream's rows of the micro-batch; returns the row count and each stream's max time."""
+        from pyspark.sql import functions as F
+
+        if data is None:
+            return 0, [None] * len(self.streams)
+        several = len(self.streams) > 1
+        stats = [F.count(F.lit(1)).alias("n")]
+        for i, stream in enumerate(self.streams):
+            part = data.where(F.col(SOURCE_COLUMN) == i).drop(SOURCE_COLUMN) if several else data
+            if isinstance(stream, CreateStream):
+                columns = {c.name for c in stream.columns}
+                part = part.select(*[c for c in part.columns if c in columns])
+                if stream.proctime_column:
+                    part = part.withColumn(stream.proctime_column, F.timestamp_micros(F.lit(processing_time)))
+            part.createOrReplaceTempView(self.views.batch_of(i))
+            time_column = stream.watermark.column if stream.watermark else self.shape.time_column
+            column = F.unix_micros(F.col(f"`{time_column}`"))
+            mine = (F.col(SOURCE_COLUMN) == i) if several else F.lit(True)
+            stats.append(F.max(F.when(mine, column)).alias(f"m{i}"))
+        row = data.agg(*stats).collect()[0]
+        return int(row["n"]), [row[f"m{i}"] for i in range(len(self.streams))]
 
     # -- 1. rows ------------------------------------------------------------------------------
     def _assign(self, spark: Any, batch: int, watermark: int) -> dict[WindowKey, int]:
@@ -205,9 +219,11 @@ class MicroBatchOperator:
             if accepted:
                 self.store_rows(annotated.where(F.col("__status").isNull()).drop("__status"), batch,
                                 sum(accepted.values()))
+            # the global window has no bounds: its dropped rows (window closed) get NULL ones
+            bounds = [F.col(c) if self.shape.window else F.lit(None).cast("timestamp").alias(c)
+                      for c in ("window_start", "window_end")]
             late_rows = annotated.where(F.col("__status").isNotNull()).select(
-                *[F.col(f"`{c}`") for c in self.relation_columns], "window_start", "window_end",
-                F.col("__status").alias("reason"))
+                *[F.col(f"`{c}`") for c in self.relation_columns], *bounds, F.col("__status").alias("reason"))
             self.write_late([late_rows] if dropped else [], batch, watermark, dropped)
         finally:
             annotated.unpersist()
@@ -305,23 +321,27 @@ class MicroBatchOperator:
         if self.late_sink is not None:
             self.late_sink.register(self.spark)
 
-    def _ask_for_next_batch(self, batch: int | None, moved: bool) -> None:
-        """A no-data micro-batch after one that moved the watermark (as Spark runs for its own state), and
-        one when the earliest processing-time timer or idle deadline comes. Tick numbers are a function of
-        the batch number, so a batch re-run after a crash asks for exactly the same batches."""
+    def _ask_for_next_batch(self, batch: int | None) -> None:
+        """A no-data micro-batch now if a window's timer is due at the new watermark (the batch Spark runs for
+        its own state after the watermark moved; when nothing is due that batch would do nothing), and one
+        when the earliest processing-time timer or idle deadline comes. Tick numbers are a function of the
+        batch number, so a batch re-run after a crash asks for exactly the same batches."""
         if self.ticks is None or batch is None:
             return
         wanted = int(self.ticks.read().get("wanted") or 0)
-        if moved:
+        watermark, now = self.tracker.current, self.current_processing_time
+        if any(self._due(s, watermark, now) for s in self.windows.values()):
             wanted = max(wanted, batch + 1)
         self.ticks.request(wanted, wake_at=self.next_wake(), wake_tick=max(wanted, batch + 1))
 
     def next_wake(self) -> int | None:
-        proc = [t.processing_time for t in (self.driver.timers(s) for s in self.windows.values())
-                if t.processing_time is not None]
-        events = [t.event_time for t in (self.driver.timers(s) for s in self.windows.values())
-                  if t.event_time is not None and t.event_time < MAX_TIME]
-        idle = self.tracker.wake_time(min(events)) if events else None
+        """The next processing time (after this micro-batch's) at which a micro-batch without rows may fire
+        something: the earliest processing-time timer, or the moment idleness moves the watermark."""
+        now = self.current_processing_time
+        timers = [self.driver.timers(s) for s in self.windows.values()]
+        proc = [t.processing_time for t in timers if t.processing_time is not None and t.processing_time > now]
+        events = [t.event_time for t in timers if t.event_time is not None and t.event_time < MAX_TIME]
+        idle = self.tracker.wake_time(min(events), after=now) if events else None
         candidates = [t for t in (min(proc, default=None), idle) if t is not None]
         return min(candidates) if candidates else None
 

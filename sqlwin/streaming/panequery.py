@@ -45,6 +45,10 @@ class Views:
     rows: str
     relation: str
 
+    def batch_of(self, index: int) -> str:
+        """The micro-batch rows of the query's ``index``-th stream."""
+        return self.batch if index == 0 else f"{self.batch}_{index}"
+
     @classmethod
     def for_table(cls, tag: str) -> Views:
         return cls(f"__sqlwin_batch_{tag}", f"__sqlwin_fired_{tag}", f"__sqlwin_rows_{tag}", f"__sqlwin_panes_{tag}")
@@ -65,9 +69,10 @@ class PaneQuery:
         root = shape.query.node.copy()
         carrier = find_carrier(root)
         source = carrier.args["from_"].this.copy()
+        views = {st.name.lower(): self.views.batch_of(i) for i, st in enumerate(shape.streams or [shape.stream])}
         for table in [source] if isinstance(source, exp.Table) else list(source.find_all(exp.Table)):
-            if table.name.lower() == shape.stream.name.lower():
-                renamed = exp.Table(this=exp.to_identifier(self.views.batch),
+            if table.name.lower() in views:
+                renamed = exp.Table(this=exp.to_identifier(views[table.name.lower()]),
                                     alias=exp.TableAlias(this=exp.to_identifier(table.alias_or_name)))
                 if table is source:
                     source = renamed

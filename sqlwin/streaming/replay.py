@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import uuid
 from typing import Any
 
 from sqlwin.streaming.operator import MicroBatchOperator
 from sqlwin.streaming.shape import StreamingShape
 from sqlwin.streaming.sinks import BatchSink
-from sqlwin.streaming.tables import streaming_root
 
 SECOND = 1_000_000
 BATCH = "__sqlwin_replay_batch"
@@ -32,7 +32,7 @@ def replay(spark: Any, shape: StreamingShape, late_view: str | None = None) -> A
     from pyspark.sql import functions as F
 
     stream = shape.stream
-    folder = os.path.join(streaming_root(spark), "_replay", uuid.uuid4().hex[:12])
+    folder = tempfile.mkdtemp(prefix="sqlwin-replay-")  # scratch state: the panes are returned, not kept
     tag = f"replay_{uuid.uuid4().hex[:8]}"
     sink = BatchSink(f"__sqlwin_out_{tag}", os.path.join(folder, "data"))
     late_name = shape.late_rows_to

@@ -4,26 +4,47 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from typing import Any
 
 from sqlwin.errors import SqlwinError
 from sqlwin.streaming.operator import MicroBatchOperator
-from sqlwin.streaming.sources import TickFile, register_tick_source, stream_dataframe
+from sqlwin.streaming.sources import SOURCE_COLUMN, TickFile, register_tick_source, stream_dataframe
 
 
 def table_tag(name: str) -> str:
     return re.sub(r"\W", "_", name.lower())
 
 
-def start_custom(table: Any) -> Any:
+class InjectedClockTicks(TickFile):
+    """Ticks for a query on an injected clock: the no-data batch after a watermark move is still asked for,
+    but no wake-up by processing time, since the tick source waits on the wall clock, which a test clock does
+    not follow; whoever moves the test clock asks for the micro-batch (a new file, even an empty one)."""
+
+    def request(self, tick: int, wake_at: int | None = None, wake_tick: int | None = None) -> None:
+        super().request(tick)
+
+
+def start_custom(table: Any, clock: Callable[[], int] | None = None) -> Any:
+    """``clock``: the processing-time clock (epoch microseconds) for tests; default the wall clock."""
+    from pyspark.sql import functions as F
+
     spark = table.spark
     shape = table.shape
     register_tick_source(spark)
-    ticks = TickFile(os.path.join(table.location, "ticks.json"))
+    path = os.path.join(table.location, "ticks.json")
+    ticks = TickFile(path) if clock is None else InjectedClockTicks(path)
+    extra = {} if clock is None else {"clock": clock}
     operator = MicroBatchOperator(spark, shape, table.location, table.sink, table.late_sink,
-                                  table_tag(table.name), ticks=ticks)
+                                  table_tag(table.name), ticks=ticks, **extra)
     table.operator = operator
-    source = stream_dataframe(spark, shape.stream, with_proctime=False)
+    streams = shape.streams or [shape.stream]
+    source = stream_dataframe(spark, streams[0], with_proctime=False)
+    if len(streams) > 1:  # one source of micro-batches; each row says which stream it came from
+        source = source.withColumn(SOURCE_COLUMN, F.lit(0))
+        for i, stream in enumerate(streams[1:], start=1):
+            other = stream_dataframe(spark, stream, with_proctime=False).withColumn(SOURCE_COLUMN, F.lit(i))
+            source = source.unionByName(other, allowMissingColumns=True)
     tick_rows = spark.readStream.format("sqlwin_ticks").option("path", ticks.path).load()
     data = source.unionByName(tick_rows, allowMissingColumns=True)
     writer = data.writeStream.foreachBatch(operator.run_batch) \

@@ -43,6 +43,7 @@ class StreamingShape:
     source_alias: str  # the name the carrier reads the window relation (or the stream) by
     keys: list[exp.Expr] = field(default_factory=list)  # the pane keys: GROUP BY minus window bounds
     aggregated: bool = True
+    streams: list = field(default_factory=list)  # every stream the query reads (``stream`` is the first)
 
     @property
     def time_column(self) -> str:
@@ -65,11 +66,15 @@ def analyse(query: WindowedQuery, streams: dict[str, CreateStream | CreateReplay
     node = query.node
     tables = [t for t in node.find_all(exp.Table) if t.name.lower() in streams]
     names = sorted({t.name.lower() for t in tables})
-    if len(names) != 1:
-        raise SqlwinError.at(tables[1] if len(tables) > 1 else node,
-                             "a streaming query reads one stream; this one reads "
-                             f"{', '.join(names)} (union them into one stream, or run them as separate tables)")
-    stream = streams[names[0]]
+    read = [streams[n] for n in names]
+    if len(read) > 1 and any(isinstance(r, CreateReplayStream) for r in read):
+        raise SqlwinError.at(tables[0], "a query reads one replay stream; replay several tables as one (UNION ALL "
+                                        "them in the CREATE STREAM ... FROM TABLE)")
+    missing = [r.name for r in read if r.watermark is None]
+    if len(read) > 1 and missing:
+        raise SqlwinError.at(tables[0], f"stream {missing[0]} has no WATERMARK: a query over several streams "
+                                        "takes the minimum of their watermarks")
+    stream = read[0]
     if len(query.windows) > 1:
         raise SqlwinError.at(query.windows[1].node, "a streaming query has one window TVF; window joins and "
                                                     "nested windows run in batch queries only")
@@ -102,7 +107,7 @@ def analyse(query: WindowedQuery, streams: dict[str, CreateStream | CreateReplay
     if stream.watermark is None and window is not None:
         raise SqlwinError.at(window.node, f"stream {stream.name} has no WATERMARK: event-time windows over it "
                                           "never close; declare WATERMARK FOR ts AS ts - INTERVAL ...")
-    if window is not None and stream.watermark is not None and \
+    if window is not None and stream.watermark is not None and len(read) == 1 and \
             window.time_col.lower() != stream.watermark.column.lower():
         raise SqlwinError.at(window.node, f"DESCRIPTOR({window.time_col}) must be the stream's watermark column "
                                           f"{stream.watermark.column}")
@@ -130,15 +135,17 @@ def analyse(query: WindowedQuery, streams: dict[str, CreateStream | CreateReplay
     elif window is not None and window.kind is WindowKind.SESSION:
         raise SqlwinError.at(window.node, "in a streaming query, SESSION windows feed an aggregation "
                                           "(GROUP BY window_start, window_end and the PARTITION BY columns)")
-    return StreamingShape(query, stream, window, carrier, alias, keys, aggregated)
+    return StreamingShape(query, stream, window, carrier, alias, keys, aggregated, read)
 
 
 def choose_path(shape: StreamingShape) -> tuple[str, str]:
     """('native' | 'custom', why): native only where Spark's append-mode aggregation equals the contract."""
     q, w = shape.query, shape.window
-    reasons = []
+    reasons: list[str] = []
     if isinstance(shape.stream, CreateReplayStream):
         return "custom", "replay"
+    if len(shape.streams) > 1:
+        reasons.append("several streams")
     if w is None:
         reasons.append("global window")
     elif w.kind not in (WindowKind.TUMBLE, WindowKind.HOP) or w.is_count_based:

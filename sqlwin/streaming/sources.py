@@ -24,6 +24,7 @@ from sqlwin.plan.statements import CreateStream
 
 TICK_SOURCE = "sqlwin_ticks"
 TICK_COLUMN = "__sqlwin_tick"
+SOURCE_COLUMN = "__sqlwin_source"  # which stream a row came from, when a query reads several
 FILE_FORMATS = ("json", "csv", "parquet")
 
 
