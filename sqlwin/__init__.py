@@ -7,6 +7,7 @@
 
 from sqlwin.api import StatementResult, register, rewrite, run_script, sql
 from sqlwin.errors import SqlwinError
+from sqlwin.plotting import plot_panes
 
-__all__ = ["SqlwinError", "StatementResult", "register", "rewrite", "run_script", "sql"]
+__all__ = ["SqlwinError", "StatementResult", "plot_panes", "register", "rewrite", "run_script", "sql"]
 __version__ = "0.1.0"

@@ -30,6 +30,7 @@ EPILOG = """examples:
   sqlwin run models/                            run a folder of dbt-style models
   sqlwin -e "SELECT 1 AS x"                     run statements given on the command line
   sqlwin rewrite FILE [--target duckdb]         print the rewritten SQL, without running it
+  sqlwin replay FILE --plot panes.png           run a replay script and draw its panes (needs matplotlib)
   sqlwin serve --port 10000                     JDBC/ODBC (HiveServer2) server speaking sqlwin SQL
 
 A file may name its own folder as ${sqlwin.file_dir}, e.g. path '${sqlwin.file_dir}/data/x.csv'
@@ -48,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sqlwin", description=DESCRIPTION, epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=_version())
-    sub = parser.add_subparsers(dest="command", metavar="{run,rewrite,serve}")
+    sub = parser.add_subparsers(dest="command", metavar="{run,rewrite,replay,serve}")
 
     run = sub.add_parser("run", help="run a .sql file, or a folder of dbt-style models, on a local Spark",
                          description="Run every statement of a .sql file (or of -e SQL) in order on an "
@@ -78,6 +79,20 @@ def build_parser() -> argparse.ArgumentParser:
                     help="resolve table schemas on a local Spark (runs the file's CREATE/DROP/SET statements "
                          "first); needed for count windows")
     rw.set_defaults(func=cmd_rewrite)
+
+    rp = sub.add_parser("replay", help="run a script with replay streams and draw its panes",
+                        description="Run every statement of FILE as `sqlwin run` does; with --plot, draw every "
+                                    "query over a replay stream (CREATE STREAM ... FROM TABLE) as an event-time "
+                                    "vs processing-time picture of its rows, watermark and panes, one panel each.")
+    rp.add_argument("file", help="a .sql file")
+    rp.add_argument("--plot", metavar="PATH", help="write the picture to PATH (.png, .svg, .pdf)")
+    rp.add_argument("--value", metavar="COLUMN", help="the column whose value labels each pane "
+                                                      "(default: the first numeric aggregate)")
+    rp.add_argument("--max-rows", type=int, default=50, metavar="N", help="print at most N rows per result")
+    rp.add_argument("--no-progress", action="store_true", help="never draw the Spark progress line")
+    rp.add_argument("--conf", action="append", default=[], type=_conf_item, metavar="KEY=VALUE",
+                    help="extra Spark conf (repeatable)")
+    rp.set_defaults(func=cmd_replay)
 
     sub.add_parser("serve", help="start the Thrift (JDBC/ODBC) server; `sqlwin serve --help` for options",
                    add_help=False)
@@ -158,6 +173,28 @@ def cmd_run(args: argparse.Namespace) -> int:
         runner.run_source(source)
     if folder is not None:
         runner.run_models(folder)
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from sqlwin import plotting
+
+    path = Path(args.file)
+    if not path.is_file():
+        print(f"error: no such file: {path}", file=sys.stderr)
+        return 1
+    source = Source(str(path), path.read_text(encoding="utf-8"), str(path.resolve().parent))
+    spark = start_spark(dict(args.conf))
+    out, err = consoles()
+    runner = Runner(spark, out, err, max_rows=args.max_rows, progress=not args.no_progress)
+    with plotting.recording() as runs:
+        runner.run_source(source)
+    if args.plot:
+        with _Guard(err, source, None):
+            if not runs:
+                raise SqlwinError(f"nothing to draw: {path} has no query over a replay stream")
+            plotting.draw([plotting.picture(spark, run, args.value) for run in runs], args.plot)
+        out.print(f"panes drawn to {args.plot}", style="dim", markup=False, highlight=False)
     return 0
 
 
@@ -316,6 +353,7 @@ class Runner:
             return
         if df is not None and df.columns and not df.isStreaming:
             self.out.print(f"-- {where}: {head}", style="dim", markup=False, highlight=False)
+            df = in_micro_batch_order(df)
             with self.progress_line():
                 rows, total = fetch(df, self.max_rows)
             emit(self.out, result_table(df, rows))
@@ -460,6 +498,21 @@ def fetch(df: DataFrame, max_rows: int) -> tuple[list[Any], int]:
     if len(rows) <= max_rows:
         return rows, len(rows)
     return rows[:max_rows], df.count()
+
+
+def in_micro_batch_order(df: DataFrame) -> DataFrame:
+    """Replay panes (and late rows) in the order they were emitted: by ``micro_batch``, then by window.
+
+    A replay returns its panes as a table whose order Spark does not keep, and its ORDER BY runs inside
+    each micro-batch (as in a streaming table); printing them in micro-batch order reads as a timeline."""
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if "micro_batch" not in df.columns or not ({"pane_timing", "reason"} & set(df.columns)):
+        return df
+    first = ["micro_batch", *(c for c in ("window_start", "window_end", "pane_index") if c in df.columns)]
+    rest = [f.name for f in df.schema.fields if f.name not in first
+            and not isinstance(f.dataType, (ArrayType, MapType, StructType))]
+    return df.orderBy(*first, *rest)
 
 
 def format_value(value: Any) -> str:

@@ -1,0 +1,268 @@
+"""The picture of a replay's panes: event time against processing time, as in the Dataflow and Streaming 101
+papers, so a user sees *when* each window fired and why (the watermark crossing its end, a count, lateness).
+
+``plot_panes(spark, text, path)`` runs a script; every query over a replay stream becomes one panel (side
+by side): x is processing time (sqlwin's micro-batch number), y event time; each row is a dot at the
+micro-batch that brought it (hollow when it was behind the watermark, a red cross when dropped and written
+to LATE ROWS TO), the watermark in force in each micro-batch is a step line, each window is a light band,
+and each pane a bar over its window at the micro-batch that emitted it, labelled with its timing and value.
+
+The data comes from the replay itself: the real operator's steps are recorded while the script runs
+(``recording``), so the micro-batch numbers and watermark steps drawn are exactly the replay's.
+matplotlib is an optional dependency (``pip install 'sqlwin[plot]'``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlwin.core.panes import MAX_TIME, MIN_TIME
+from sqlwin.errors import SqlwinError
+
+PANE_COLUMNS = ("window_start", "window_end", "window_time", "pane_index", "pane_timing", "is_final", "micro_batch")
+TIMING_COLORS = {"EARLY": "#1f77b4", "ON_TIME": "#2ca02c", "LATE": "#ff7f0e"}
+
+
+@dataclass
+class Step:
+    """One step of the replay operator: its micro-batch number (None: it did nothing and took none)."""
+
+    micro_batch: int | None
+    has_data: bool
+    watermark: int  # in force during the step (epoch micros; MIN_TIME / MAX_TIME for -/+ infinity)
+
+
+@dataclass
+class PanePicture:
+    """What one panel shows; ``panes`` and ``late_rows`` are the replay's own result rows (as dicts)."""
+
+    title: str
+    time_column: str
+    value_column: str | None
+    rows: list[tuple[int, dt.datetime, str]]  # (micro_batch, ts, 'on time' | 'late' | 'dropped')
+    watermark: list[tuple[int, int]]  # (micro_batch, W in force), numbered micro-batches only
+    panes: list[dict[str, Any]] = field(default_factory=list)
+    late_rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class _Run:
+    shape: Any
+    result: Any
+    steps: list[Step]
+
+
+@contextmanager
+def recording() -> Iterator[list[_Run]]:
+    """While active, every replay records its operator's steps (one ``_Run`` per replayed query)."""
+    from sqlwin.streaming import replay as replay_module
+    from sqlwin.streaming.operator import MicroBatchOperator
+
+    runs: list[_Run] = []
+    current: list[list[Step]] = []
+
+    class Recorder(MicroBatchOperator):
+        def step(self, spark: Any, data: Any, processing_time: int, end_of_input: bool = False,
+                 source_batch: int | None = None) -> list:
+            number, before = self.next_batch, self.watermark
+            panes = super().step(spark, data, processing_time, end_of_input=end_of_input, source_batch=source_batch)
+            # a data batch runs with the watermark of the previous batch; a no-data batch with its own
+            # (end of input: +infinity; idle streams: advanced by processing time)
+            in_force = before if data is not None else self.watermark
+            current[-1].append(Step(number if self.next_batch > number else None, data is not None, in_force))
+            return panes
+
+    original_replay, original_operator = replay_module.replay, replay_module.MicroBatchOperator
+
+    def traced(spark: Any, shape: Any, *args: Any, **kwargs: Any) -> Any:
+        current.append([])
+        result = original_replay(spark, shape, *args, **kwargs)
+        runs.append(_Run(shape, result, current.pop()))
+        return result
+
+    replay_module.replay, replay_module.MicroBatchOperator = traced, Recorder
+    try:
+        yield runs
+    finally:
+        replay_module.replay, replay_module.MicroBatchOperator = original_replay, original_operator
+
+
+def pane_pictures(spark: Any, text: str, value: str | None = None) -> list[PanePicture]:
+    """Run the script ``text`` and return one picture per query over a replay stream."""
+    import sqlwin
+
+    with recording() as runs:
+        for _ in sqlwin.run_script(spark, text):
+            pass
+    if not runs:
+        raise SqlwinError("nothing to draw: the script has no query over a replay stream "
+                          "(CREATE STREAM s FROM TABLE t ... then a windowed query over s)")
+    return [picture(spark, run, value) for run in runs]
+
+
+def picture(spark: Any, run: _Run, value: str | None = None) -> PanePicture:
+    """The panel of one recorded replay: arrival of every row, watermark steps, panes and dropped rows."""
+    shape = run.shape
+    time_column = shape.time_column
+    panes = [r.asDict() for r in run.result.collect()]
+    panes.sort(key=lambda p: (p["micro_batch"], str(p.get("window_start")), p["pane_index"]))
+    late = [r.asDict() for r in spark.table(shape.late_rows_to).collect()] if shape.late_rows_to else []
+    data_batches = [s.micro_batch for s in run.steps if s.has_data]
+    watermark = [(s.micro_batch, s.watermark) for s in run.steps if s.micro_batch is not None]
+    in_force = dict(watermark)
+    dropped = {(r["micro_batch"], r[time_column]) for r in late}
+    rows = []
+    for source_batch, ts in _arrivals(spark, shape.stream, time_column):
+        batch = data_batches[source_batch]
+        if batch is None or ts is None:
+            continue
+        w = in_force.get(batch, MIN_TIME)
+        status = "dropped" if (batch, ts) in dropped else ("late" if w > MIN_TIME and _micros(ts) < w else "on time")
+        rows.append((batch, ts, status))
+    return PanePicture(_title(shape), time_column, value or _value_column(run.result), rows, watermark, panes, late)
+
+
+def _arrivals(spark: Any, stream: Any, time_column: str) -> list[tuple[int, dt.datetime]]:
+    """(index of the micro-batch among the replay's data batches, ts) per row, cut as replay cuts them."""
+    order = ", ".join(o.sql("spark") for o in stream.arrival_order)
+    group = stream.micro_batch_by.sql("spark") if stream.micro_batch_by is not None else "__arrival"
+    sql = f"""
+        SELECT __b, __t FROM (
+          SELECT __t, DENSE_RANK() OVER (ORDER BY __first) - 1 AS __b FROM (
+            SELECT __t, MIN(__arrival) OVER (PARTITION BY __g) AS __first FROM (
+              SELECT `{time_column}` AS __t, __arrival, {group} AS __g FROM (
+                SELECT *, ROW_NUMBER() OVER (ORDER BY {order}) AS __arrival FROM `{stream.name}`))))"""
+    return [(r["__b"], r["__t"]) for r in spark.sql(sql).collect()]
+
+
+def _value_column(result: Any) -> str | None:
+    """The query's first aggregate column: the first numeric output column that is not a pane column."""
+    from pyspark.sql.types import NumericType
+
+    for f in result.schema.fields:
+        if f.name not in PANE_COLUMNS and isinstance(f.dataType, NumericType):
+            return f.name
+    return None
+
+
+def _title(shape: Any) -> str:
+    """The query's EMIT clause (or "default emission") and its allowed lateness: what the panel compares."""
+    text = shape.query.node.sql(dialect="sqlwin")
+    emit = re.search(r"\bEMIT\b.*", text, re.IGNORECASE | re.DOTALL)
+    lateness = re.search(r"\b(?:ALLOWED\s+LATENESS|GRACE\s+PERIOD)\s+INTERVAL\s+'?(\d+)'?\s+(\w+)", text,
+                         re.IGNORECASE)
+    title = " ".join(emit.group(0).split()) if emit else "default emission"
+    if lateness:
+        title += f"\nallowed lateness {lateness.group(1)} {lateness.group(2).lower()}"
+    return title
+
+
+def _micros(ts: dt.datetime) -> int:
+    epoch = dt.datetime(1970, 1, 1, tzinfo=ts.tzinfo)
+    delta = ts - epoch
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def _from_micros(us: int, like: dt.datetime) -> dt.datetime:
+    return dt.datetime(1970, 1, 1, tzinfo=like.tzinfo) + dt.timedelta(microseconds=us)
+
+
+def plot_panes(spark: Any, text: str, path: str, value: str | None = None) -> list[PanePicture]:
+    """Run the script ``text`` and draw its replay queries' panes to ``path`` (PNG, SVG, PDF: by suffix)."""
+    pictures = pane_pictures(spark, text, value)
+    draw(pictures, path)
+    return pictures
+
+
+def draw(pictures: list[PanePicture], path: str) -> None:
+    """One panel per picture, side by side, sharing the event-time axis."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise SqlwinError("drawing panes needs matplotlib: pip install 'sqlwin[plot]'") from None
+    matplotlib.use("Agg")
+    import matplotlib.dates as mdates
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    fig, axes = plt.subplots(1, len(pictures), figsize=(6.2 * len(pictures), 5.6), sharey=True, squeeze=False)
+    for ax, pic in zip(axes[0], pictures, strict=True):
+        _panel(ax, pic, mdates)
+    axes[0][0].set_ylabel("event time")
+    axes[0][0].yaxis.set_major_formatter(mdates.DateFormatter("%H:%M"))
+    handles = [
+        Line2D([], [], marker="o", ls="", color="black", label="row (on time)"),
+        Line2D([], [], marker="o", ls="", mfc="white", color="black", label="row behind the watermark"),
+        Line2D([], [], marker="X", ls="", color="#d62728", ms=9, label="row dropped (LATE ROWS TO)"),
+        Line2D([], [], color="#9467bd", lw=2, label="watermark"),
+        *[Line2D([], [], color=c, lw=5, label=f"{t} pane") for t, c in TIMING_COLORS.items()],
+    ]
+    fig.legend(handles=handles, loc="lower center", ncol=4, frameon=False, fontsize=9)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _panel(ax: Any, pic: PanePicture, mdates: Any) -> None:
+    batches = [b for b, _ in pic.watermark] + [r[0] for r in pic.rows] + [p["micro_batch"] for p in pic.panes]
+    x_max = max(batches, default=0) + 0.6
+    times = [r[1] for r in pic.rows] + [t for p in pic.panes for t in (p.get("window_start"), p.get("window_end"))
+                                        if t is not None]
+    like = times[0] if times else dt.datetime(1970, 1, 1)
+    low, high = min(times, default=like), max(times, default=like)
+    pad = (high - low) * 0.08 or dt.timedelta(minutes=1)
+    low, high = low - pad, high + pad * 2.5
+    for start, end in sorted({(p["window_start"], p["window_end"]) for p in pic.panes if p.get("window_start")}):
+        ax.axhspan(start, end, color="#000000", alpha=0.05, lw=0)
+        ax.axhline(end, color="#999999", lw=0.6, ls=":")
+    # watermark: a step per numbered micro-batch, held across it
+    xs, ys = [], []
+    for batch, w in pic.watermark:
+        if w <= MIN_TIME:
+            continue
+        y = high if w >= MAX_TIME else _from_micros(w, like)
+        xs += [batch - 0.5, batch + 0.5]
+        ys += [y, y]
+    if xs:
+        ax.plot(xs, ys, color="#9467bd", lw=2, zorder=2)
+        if any(w >= MAX_TIME for _, w in pic.watermark):
+            ax.annotate("W = +inf", (xs[-1], high), textcoords="offset points", xytext=(-4, -12), ha="right",
+                        fontsize=8, color="#9467bd")
+    for batch, ts, status in pic.rows:
+        if status == "dropped":
+            ax.plot(batch, ts, marker="X", color="#d62728", ms=10, zorder=4, ls="")
+        else:
+            ax.plot(batch, ts, marker="o", color="black", mfc="white" if status == "late" else "black", ms=6,
+                    zorder=4, ls="")
+    # panes: a bar over the window at the micro-batch that emitted it, labelled "<TIMING> <value>"
+    seen: dict[tuple[int, Any], int] = {}
+    for p in pic.panes:
+        start, end = p.get("window_start"), p.get("window_end")
+        if start is None:  # global window: the bar spans the drawn range
+            start, end = low, high
+        n = seen.get((p["micro_batch"], end), 0)
+        seen[(p["micro_batch"], end)] = n + 1
+        x = p["micro_batch"] + 0.12 * n
+        color = TIMING_COLORS.get(p["pane_timing"], "grey")
+        ax.plot([x, x], [start, end], color=color, lw=5, alpha=0.75, solid_capstyle="butt", zorder=3)
+        value = p.get(pic.value_column) if pic.value_column else None
+        keys = [str(v) for k, v in p.items() if k not in PANE_COLUMNS and k != pic.value_column
+                and isinstance(v, str)]
+        label = f"{p['pane_timing']} {'NULL' if value is None else value}" + ("*" if p["is_final"] else "")
+        if len(keys) == 1 and len({tuple(str(v) for k, v in q.items() if isinstance(v, str) and k not in PANE_COLUMNS)
+                                   for q in pic.panes}) > 1:
+            label = f"{keys[0]}: {label}"
+        ax.annotate(label, (x, end), textcoords="offset points", xytext=(3, 3 + 9 * n), fontsize=8, color=color,
+                    fontweight="bold" if p["is_final"] else "normal", rotation=0)
+    ax.set_xlim(-0.6, x_max + 0.8)
+    ax.set_ylim(low, high)
+    ax.set_xticks(range(0, int(x_max) + 1))
+    ax.set_xlabel("processing time (micro-batch)")
+    ax.set_title(pic.title + (f"\nvalue: {pic.value_column}" if pic.value_column else ""), fontsize=10)
+    ax.grid(axis="x", color="#eeeeee")
+    ax.yaxis.set_major_formatter(mdates.DateFormatter("%H:%M"))
