@@ -204,3 +204,23 @@ def test_quiet_and_idle_streams_still_close_windows(spark, tmp_path, monkeypatch
     finally:
         table.stop()
         catalog.remove_table("two_out")
+
+
+def test_processing_time_trigger_fires_on_a_quiet_stream(spark, env):
+    """GRAMMAR 4 / issue 7: AFTER PROCESSING TIME fires within its delay plus one micro-batch even when no
+    new row arrives (the operator asks Spark for a micro-batch when the timer comes). Waits for the pane,
+    bounded; the pane's content does not depend on timing."""
+    import time
+
+    s, feeder = env
+    table = start(spark, f"""CREATE STREAMING TABLE proc_out AS
+        SELECT window_start, window_end, k, SUM(v) AS s FROM TUMBLE(TABLE {s}, DESCRIPTOR(ts), INTERVAL 1 HOUR)
+        GROUP BY window_start, window_end, k
+        EMIT WITH TRIGGER REPEATEDLY AFTER PROCESSING TIME DELAY INTERVAL 1 SECOND""")
+    feeder.feed([[row("a", 4, 1), row("a", 5, 2)]], table)
+    deadline = time.monotonic() + 120
+    while spark.table("proc_out").count() < 1 and time.monotonic() < deadline:
+        table.process_all_available()
+        time.sleep(0.2)
+    assert rows_of(spark.table("proc_out"), ["window_start", "k", "s", "pane_index", "pane_timing", "is_final"]) == [
+        (at(0), "a", 9, 0, "EARLY", False)]
