@@ -224,3 +224,16 @@ def test_processing_time_trigger_fires_on_a_quiet_stream(spark, env):
         time.sleep(0.2)
     assert rows_of(spark.table("proc_out"), ["window_start", "k", "s", "pane_index", "pane_timing", "is_final"]) == [
         (at(0), "a", 9, 0, "EARLY", False)]
+
+
+def test_latest_pane_view_of_an_accumulating_table(spark, env):
+    """Issue 7: OPTIONS (latest 'v') keeps only the latest pane per window and key (the window's result)."""
+    s, feeder = env
+    table = start(spark, f"""CREATE STREAMING TABLE acc_out OPTIONS (latest 'acc_now') AS
+        SELECT window_start, window_end, k, SUM(v) AS s FROM TUMBLE(TABLE {s}, DESCRIPTOR(ts), INTERVAL 10 SECONDS)
+        GROUP BY window_start, window_end, k EMIT WITH TRIGGER EVERY 1 ROWS ACCUMULATING""")
+    feeder.feed([[row("a", 1, 1)], [row("a", 2, 2), row("b", 5, 3)], [row("a", 3, 12)]], table)
+    assert rows_of(spark.table("acc_out"), ["window_start", "k", "s", "pane_index"]) == [
+        (at(0), "a", 1, 0), (at(0), "a", 3, 1), (at(0), "b", 5, 0), (at(10), "a", 3, 0)]
+    assert rows_of(spark.table("acc_now"), ["window_start", "k", "s", "pane_index"]) == [
+        (at(0), "a", 3, 1), (at(0), "b", 5, 0), (at(10), "a", 3, 0)]

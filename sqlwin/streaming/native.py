@@ -125,6 +125,9 @@ def start_native(table: Any) -> Any:
             sink.write(batch_df, int(batch_id))
         sink.register(spark)
 
-    return result.writeStream.outputMode("append").foreachBatch(write) \
-        .option("checkpointLocation", os.path.join(table.location, "checkpoint")) \
-        .queryName(f"sqlwin_{tag}").start()
+    writer = result.writeStream.outputMode("append").foreachBatch(write) \
+        .option("checkpointLocation", os.path.join(table.location, "checkpoint")).queryName(f"sqlwin_{tag}")
+    trigger = table.options.get("trigger")
+    if trigger:
+        writer = writer.trigger(processingTime=trigger)
+    return writer.start()

@@ -67,7 +67,7 @@ def replay(spark: Any, shape: StreamingShape, late_view: str | None = None) -> A
                 operator.step(spark, None, processing_time if clock is not None else operator.next_batch * SECOND)
         final_clock = processing_time if clock is not None else operator.next_batch * SECOND
         operator.step(spark, None, final_clock, end_of_input=True)
-        result = sink.read(spark).localCheckpoint()
+        result = sink.read(spark).orderBy("micro_batch").localCheckpoint()  # panes in the order they came
         if late_sink is not None:
             late_sink.read(spark).localCheckpoint().createOrReplaceTempView(late_name)
         return result

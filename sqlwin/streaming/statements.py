@@ -3,6 +3,7 @@ point: Python API, CLI scripts, the JDBC server)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sqlglot import exp
@@ -68,9 +69,10 @@ def execute(spark: Any, text: str, plan: object) -> StatementResult:
 
 
 def start_table(spark: Any, name: str, query: st.WindowedQuery, fmt: str | None,
-                options: dict[str, str]) -> StreamingTable:
+                options: dict[str, str], *, clock: Callable[[], int] | None = None) -> StreamingTable:
+    """``clock``: a test's processing-time clock (``StreamingTable``), never set from SQL."""
     shape = analyse(query, streams_read(spark, query.node))
-    return StreamingTable(spark, name, shape, fmt, options).start()
+    return StreamingTable(spark, name, shape, fmt, options, clock=clock).start()
 
 
 def _create_stream(spark: Any, text: str, plan: st.CreateStream) -> StatementResult:
