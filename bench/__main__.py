@@ -91,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         measurements = report.read_csv(args.replot)
         report.print_table(measurements, console)
         rounds = max((len(m.times) for m in measurements), default=0)
-        return render(measurements, args.out, args.replot.stem.removeprefix("nexmark_"), rounds)
+        return render(measurements, args.out, args.replot.stem.removeprefix("nexmark_"), rounds,
+                      where="redrawn from a saved CSV")
 
     import duckdb
 
@@ -129,11 +130,11 @@ def main(argv: list[str] | None = None) -> int:
     return render(measurements, args.out, tag, rounds, say)
 
 
-def render(measurements: list, out: Path, tag: str, rounds: int, say=print) -> int:
+def render(measurements: list, out: Path, tag: str, rounds: int, say=print, where: str | None = None) -> int:
     """The Markdown table and the charts; the exit status (1 when an engine failed or disagreed)."""
     from bench.nexmark import report
 
-    where = machine()
+    where = where or machine()
     out.mkdir(parents=True, exist_ok=True)
     (out / f"nexmark_{tag}.md").write_text(
         f"Nexmark batch, {rounds} interleaved rounds (median seconds); {where}\n\n" + report.markdown(measurements))

@@ -46,13 +46,14 @@ def rows(ms: Sequence[Measurement]) -> tuple[list[str], list[list[str]]]:
     engines = _engines(ms)
     num, den = RATIOS[0]
     header = ["events", "query", "window", *[f"{e} s" for e in engines], *[f"{a}/{b}" for a, b in RATIOS],
-              f"{num}/{den} best"]
+              f"{num}/{den} best", f"{num} compile s"]
     out = []
     for (events, query), row in _by_key(ms).items():
         ratios = [*(_ratio(row, a, b) for a, b in RATIOS), _ratio(row, num, den, "best")]
         kind = next(iter(row.values())).kind
         out.append([size_label(events), query, kind, *[_cell(row.get(e)) for e in engines],
-                    *[f"{r:.2f}" if r is not None else "-" for r in ratios]])
+                    *[f"{r:.2f}" if r is not None else "-" for r in ratios],
+                    f"{row[num].compile_s:.2f}" if num in row and row[num].compile_s is not None else "-"])
     return header, out
 
 
@@ -83,11 +84,12 @@ def write_csv(ms: Sequence[Measurement], path: Path) -> None:
     with path.open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["events", "query", "window", "engine", "status", "rows", "median_s", "rounds", "times_s",
-                    "detail"])
+                    "compile_s", "detail"])
         for m in ms:
             w.writerow([m.events, m.query, m.kind, m.engine, m.status, m.rows,
                         f"{m.median:.4f}" if m.median is not None else "", len(m.times),
-                        " ".join(f"{t:.4f}" for t in m.times), m.detail])
+                        " ".join(f"{t:.4f}" for t in m.times),
+                        f"{m.compile_s:.4f}" if m.compile_s is not None else "", m.detail])
 
 
 def read_csv(path: Path) -> list[Measurement]:
@@ -95,7 +97,8 @@ def read_csv(path: Path) -> list[Measurement]:
     with path.open(newline="") as f:
         return [Measurement(int(r["events"]), r["query"], r["window"], r["engine"], r["status"],
                             int(r["rows"]) if r["rows"] else None, [float(t) for t in r["times_s"].split()],
-                            r["detail"]) for r in csv.DictReader(f)]
+                            r["detail"], float(r["compile_s"]) if r.get("compile_s") else None)
+                for r in csv.DictReader(f)]
 
 
 def bar_chart(ms: Sequence[Measurement], events: int, path: Path, title: str) -> None:
@@ -138,6 +141,7 @@ def scaling_chart(ms: Sequence[Measurement], path: Path, title: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullLocator
 
     engines, table = _engines(ms), _by_key(ms)
     queries = list(dict.fromkeys(q for (_, q) in table))
@@ -159,7 +163,7 @@ def scaling_chart(ms: Sequence[Measurement], path: Path, title: str) -> None:
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xticks(sizes, [size_label(s) for s in sizes])
-        ax.minorticks_off()
+        ax.xaxis.set_minor_locator(NullLocator())
         ax.set_title(q, fontsize=9)
         ax.set_xlabel("events", fontsize=8)
         ax.set_ylabel("median s", fontsize=8)
