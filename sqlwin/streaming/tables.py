@@ -80,7 +80,11 @@ class StreamingTable:
         from sqlwin.streaming.native import start_native
         from sqlwin.streaming.runner import start_custom
 
+        latest = self.options.get("latest")
+        latest_sql = latest_view_sql(self.shape, self.name, latest) if latest else None
         self.query = start_native(self) if self.path == "native" else start_custom(self, clock=self.clock)
+        if latest_sql:
+            self.spark.sql(latest_sql)
         catalog.add_table(self)
         return self
 
@@ -127,6 +131,31 @@ class StreamingTable:
             state_rows = sum(o.get("numRowsTotal", 0) or 0 for o in ops)
             watermark = (progress.get("eventTime") or {}).get("watermark", watermark)
         return Status(self.name, state, self.path, batches, rows_in, watermark, state_rows, state_rows, dropped, error)
+
+
+def latest_view_sql(shape: StreamingShape, table: str, view: str) -> str:
+    """``OPTIONS (latest 'v')``: view ``v`` holds only the latest pane per window and key of an ACCUMULATING
+    table, i.e. the current result of each window (an upsert by window and key, read from the exactly-once
+    pane log, so it is exactly once across restarts too)."""
+    from sqlglot import exp
+
+    from sqlwin.plan.triggers import AccumulationMode
+
+    if shape.query.emit.mode is not AccumulationMode.ACCUMULATING:
+        raise SqlwinError(f"OPTIONS (latest '{view}'): the latest pane is a window's result only when panes "
+                          "ACCUMULATE; this query's panes are DISCARDING")
+    names = []
+    for key in shape.keys:
+        item = next((e for e in shape.carrier.expressions if e == key or (isinstance(e, exp.Alias) and e.this == key)),
+                    None)
+        if item is None:
+            raise SqlwinError.at(key, f"OPTIONS (latest '{view}') needs every GROUP BY key in the SELECT list")
+        names.append(item.alias_or_name)
+    window = ["window_start", "window_end"] if shape.window is not None else []
+    partition = ", ".join(f"`{n}`" for n in [*window, *names]) or "1"
+    return (f"CREATE OR REPLACE TEMP VIEW `{view}` AS SELECT * EXCEPT (__rn) FROM (SELECT *, ROW_NUMBER() OVER "
+            f"(PARTITION BY {partition} ORDER BY micro_batch DESC, pane_index DESC) AS __rn FROM `{table}`) "
+            "WHERE __rn = 1")
 
 
 def _ts(micros: int) -> str | None:
