@@ -237,3 +237,33 @@ def test_latest_pane_view_of_an_accumulating_table(spark, env):
         (at(0), "a", 1, 0), (at(0), "a", 3, 1), (at(0), "b", 5, 0), (at(10), "a", 3, 0)]
     assert rows_of(spark.table("acc_now"), ["window_start", "k", "s", "pane_index"]) == [
         (at(0), "a", 3, 1), (at(0), "b", 5, 0), (at(10), "a", 3, 0)]
+
+
+def test_windows_in_processing_time(spark, tmp_path, monkeypatch):
+    """``pt AS PROCTIME()`` (GRAMMAR 1, 3): a window over pt holds the rows that arrived during it and fires
+    once the processing clock passes its end, with no new row needed. Waits for that outcome, bounded."""
+    import time
+
+    monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(tmp_path / "root"))
+    feeder = Feeder(tmp_path / "pt_in")
+    sqlwin.sql(spark, f"CREATE STREAM pt_s (k STRING, v INT, pt AS PROCTIME()) USING json "
+                      f"OPTIONS (path '{tmp_path / 'pt_in'}')")
+    table = start(spark, """CREATE STREAMING TABLE pt_out AS
+        SELECT window_start, window_end, k, SUM(v) AS s, COUNT(*) AS c
+        FROM TUMBLE(TABLE pt_s, DESCRIPTOR(pt), INTERVAL 2 SECONDS) GROUP BY window_start, window_end, k""")
+    try:
+        assert table.path == "custom"
+        before = dt.datetime.utcnow()
+        feeder.feed([[{"k": "a", "v": 1}, {"k": "a", "v": 2}, {"k": "b", "v": 5}]], table)
+        deadline = time.monotonic() + 120
+        while spark.table("pt_out").count() < 2 and time.monotonic() < deadline:
+            table.process_all_available()
+            time.sleep(0.2)
+        out = spark.table("pt_out").orderBy("k").collect()
+        assert [(r.k, r.s, r.c, r.pane_timing, r.is_final) for r in out] == [
+            ("a", 3, 2, "ON_TIME", True), ("b", 5, 1, "ON_TIME", True)]
+        assert out[0].window_start == out[1].window_start >= before - dt.timedelta(seconds=2)
+        assert out[0].window_end - out[0].window_start == dt.timedelta(seconds=2)
+    finally:
+        table.stop()
+        catalog.remove_table("pt_out")

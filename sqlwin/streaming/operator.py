@@ -147,6 +147,11 @@ class MicroBatchOperator:
         start = self.tracker.current
         if end_of_input:
             self.tracker.end_of_input()
+        elif self.shape.processing_time:
+            # windows in processing time: every window that ended before this micro-batch's clock is complete,
+            # and the rows of this micro-batch (PROCTIME = its clock) fall in a window that has not ended
+            self.tracker.trackers[0].advance_to(processing_time - 1)
+            self.tracker.advance_idle(processing_time)
         elif count == 0:
             self.tracker.advance_idle(processing_time)
         watermark = self.tracker.current
@@ -161,8 +166,10 @@ class MicroBatchOperator:
             self.counters["rows_in"] += count
             self.counters["panes"] += len(panes)
             self.counters["micro_batches"] += 1
-            self._collect_garbage()
+            dead = self._collect_garbage()
             self._commit(batch, source_batch)
+            for gone in dead:  # only once committed: a re-run of this batch after a crash still reads them
+                self.store.drop_rows(gone)
         elif source_batch is not None:
             self.last_source_batch = source_batch
         self._ask_for_next_batch(source_batch)
@@ -185,10 +192,12 @@ class MicroBatchOperator:
                     part = part.withColumn(stream.proctime_column, F.timestamp_micros(F.lit(processing_time)))
             part.createOrReplaceTempView(self.views.batch_of(i))
             time_column = stream.watermark.column if stream.watermark else self.shape.time_column
-            column = F.unix_micros(F.col(f"`{time_column}`"))
+            column = F.unix_micros(F.col(f"`{time_column}`")) if time_column in data.columns else F.lit(None)
             mine = (F.col(SOURCE_COLUMN) == i) if several else F.lit(True)
             stats.append(F.max(F.when(mine, column)).alias(f"m{i}"))
         row = data.agg(*stats).collect()[0]
+        if self.shape.processing_time:  # event times do not move a processing-time watermark
+            return int(row["n"]), [None] * len(self.streams)
         return int(row["n"]), [row[f"m{i}"] for i in range(len(self.streams))]
 
     # -- 1. rows ------------------------------------------------------------------------------
@@ -299,12 +308,14 @@ class MicroBatchOperator:
         self.sink.write(spark.sql(self.pane_sql), batch)
 
     # -- 4. bookkeeping -----------------------------------------------------------------------
-    def _collect_garbage(self) -> None:
-        """Drop the stored rows no open window refers to any more: state shrinks as windows expire."""
+    def _collect_garbage(self) -> list[int]:
+        """Forget the stored rows no open window refers to any more (state shrinks as windows expire); returns
+        their batches, whose files are deleted after the commit (``_restore`` deletes them after a crash)."""
         live = {b for s in self.windows.values() for b in (*s.emitted, *s.pending)}
-        for batch in [b for b in self.rows_by_batch if b not in live]:
+        dead = [b for b in self.rows_by_batch if b not in live]
+        for batch in dead:
             del self.rows_by_batch[batch]
-            self.store.drop_rows(batch)
+        return dead
 
     def _commit(self, batch: int, source_batch: int | None) -> None:
         if source_batch is not None:
@@ -341,7 +352,10 @@ class MicroBatchOperator:
         timers = [self.driver.timers(s) for s in self.windows.values()]
         proc = [t.processing_time for t in timers if t.processing_time is not None and t.processing_time > now]
         events = [t.event_time for t in timers if t.event_time is not None and t.event_time < MAX_TIME]
-        idle = self.tracker.wake_time(min(events), after=now) if events else None
+        if self.shape.processing_time:  # the clock itself moves the watermark: wake when a window ends
+            idle = min((e + 1 for e in events if e + 1 > now), default=None)
+        else:
+            idle = self.tracker.wake_time(min(events), after=now) if events else None
         candidates = [t for t in (min(proc, default=None), idle) if t is not None]
         return min(candidates) if candidates else None
 

@@ -44,6 +44,7 @@ class StreamingShape:
     keys: list[exp.Expr] = field(default_factory=list)  # the pane keys: GROUP BY minus window bounds
     aggregated: bool = True
     streams: list = field(default_factory=list)  # every stream the query reads (``stream`` is the first)
+    processing_time: bool = False  # windows over a PROCTIME() column: the watermark is the processing clock
 
     @property
     def time_column(self) -> str:
@@ -104,10 +105,15 @@ def analyse(query: WindowedQuery, streams: dict[str, CreateStream | CreateReplay
                                         "SESSION) or an aggregation with EMIT WITH TRIGGER (the global window)")
         alias = table.alias_or_name
         window = None
-    if stream.watermark is None and window is not None:
+    proctime = getattr(stream, "proctime_column", None)
+    in_processing_time = window is not None and proctime is not None and \
+        window.time_col.lower() == proctime.lower()
+    if in_processing_time and len(read) > 1:
+        raise SqlwinError.at(window.node, "processing-time windows read one stream")
+    if stream.watermark is None and window is not None and not in_processing_time:
         raise SqlwinError.at(window.node, f"stream {stream.name} has no WATERMARK: event-time windows over it "
                                           "never close; declare WATERMARK FOR ts AS ts - INTERVAL ...")
-    if window is not None and stream.watermark is not None and len(read) == 1 and \
+    if window is not None and stream.watermark is not None and len(read) == 1 and not in_processing_time and \
             window.time_col.lower() != stream.watermark.column.lower():
         raise SqlwinError.at(window.node, f"DESCRIPTOR({window.time_col}) must be the stream's watermark column "
                                           f"{stream.watermark.column}")
@@ -135,7 +141,7 @@ def analyse(query: WindowedQuery, streams: dict[str, CreateStream | CreateReplay
     elif window is not None and window.kind is WindowKind.SESSION:
         raise SqlwinError.at(window.node, "in a streaming query, SESSION windows feed an aggregation "
                                           "(GROUP BY window_start, window_end and the PARTITION BY columns)")
-    return StreamingShape(query, stream, window, carrier, alias, keys, aggregated, read)
+    return StreamingShape(query, stream, window, carrier, alias, keys, aggregated, read, in_processing_time)
 
 
 def choose_path(shape: StreamingShape) -> tuple[str, str]:
