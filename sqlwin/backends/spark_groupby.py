@@ -47,13 +47,13 @@ def group_by_window_struct(tree: exp.Expr) -> exp.Expr:
     return tree
 
 
-def _bound(node: exp.Expr, alias: str) -> str | None:
+def window_bound(node: exp.Expr, alias: str) -> str | None:
     if isinstance(node, exp.Column) and node.name.lower() in BOUNDS and node.table in ("", alias):
         return node.name.lower()
     return None
 
 
-def _inside_aggregate(node: exp.Expr, select: exp.Select) -> bool:
+def inside_aggregate(node: exp.Expr, select: exp.Select) -> bool:
     """Within ``select`` (not above it): is ``node`` an aggregate's argument or in a subquery?"""
     parent = node.parent
     while parent is not None and parent is not select:
@@ -78,7 +78,7 @@ def _rewrite(select: exp.Select) -> None:
     if not derived.meta.get(MARK):
         return
     alias = derived.alias
-    bounds = {_bound(g, alias) for g in group.expressions}
+    bounds = {window_bound(g, alias) for g in group.expressions}
     if not {"window_start", "window_end"} <= bounds:
         return
     body = derived.this
@@ -89,7 +89,7 @@ def _rewrite(select: exp.Select) -> None:
                       exp.Literal.string("end"), exprs["window_end"].this.copy(), dialect="spark")
     body.select(exp.alias_(struct, "__w"), copy=False)
     w = exp.column("__w", alias)
-    group.set("expressions", [g for g in group.expressions if _bound(g, alias) is None] + [w.copy()])
+    group.set("expressions", [g for g in group.expressions if window_bound(g, alias) is None] + [w.copy()])
     replacement = {
         "window_start": lambda: exp.Dot(this=w.copy(), expression=exp.to_identifier("start")),
         "window_end": lambda: exp.Dot(this=w.copy(), expression=exp.to_identifier("end")),
@@ -99,13 +99,13 @@ def _rewrite(select: exp.Select) -> None:
     }
 
     def swap(node: exp.Expr) -> exp.Expr:
-        name = _bound(node, alias)
-        if name is None or _inside_aggregate(node, select):
+        name = window_bound(node, alias)
+        if name is None or inside_aggregate(node, select):
             return node
         return exp.paren(replacement[name]()) if name == "window_time" else replacement[name]()
 
     for i, item in enumerate(list(select.expressions)):
-        name = _bound(item, alias)
+        name = window_bound(item, alias)
         if name is not None:  # keep the output column's name
             select.expressions[i] = exp.alias_(replacement[name](), name)
             select.expressions[i].parent = select
@@ -136,29 +136,29 @@ def _clause(node: exp.Expr, select: exp.Select) -> str | None:
 def _route_session(select: exp.Select, derived: exp.Subquery, group: exp.Group, route: SessionRoute) -> None:
     """Group by ``route.key`` instead of the per-row bounds, when provably the same answer."""
     alias = derived.alias
-    bounds = {_bound(g, alias) for g in group.expressions}
-    others = [g for g in group.expressions if _bound(g, alias) is None]
+    bounds = {window_bound(g, alias) for g in group.expressions}
+    others = [g for g in group.expressions if window_bound(g, alias) is None]
     partition = {k.lower() for k in route.partition_by}
     if (not {"window_start", "window_end"} <= bounds or select.args.get("where") is not None
             or not all(isinstance(g, exp.Column) and g.table in ("", alias) for g in others)
             or {g.name.lower() for g in others} != partition):
         return
-    refs = [c for c in select.find_all(exp.Column) if _bound(c, alias) and not _under(c, derived)]
+    refs = [c for c in select.find_all(exp.Column) if window_bound(c, alias) and not _under(c, derived)]
     for c in refs:
         if _clause(c, select) not in ("expressions", "group", "having", "qualify", "order"):
             return
-        if _inside_aggregate(c, select) and _bound(c, alias) not in route.row_bounds:
+        if inside_aggregate(c, select) and window_bound(c, alias) not in route.row_bounds:
             return
 
     def swap(node: exp.Expr) -> exp.Expr:
-        name = _bound(node, alias)
+        name = window_bound(node, alias)
         if name is None or _under(node, derived):
             return node
-        inside = _inside_aggregate(node, select)
+        inside = inside_aggregate(node, select)
         return exp.paren(_qualified((route.row_bounds if inside else route.group_bounds)[name], alias))
 
     for i, item in enumerate(list(select.expressions)):
-        name = _bound(item, alias)
+        name = window_bound(item, alias)
         if name is not None:  # keep the output column's name
             select.expressions[i] = exp.alias_(_qualified(route.group_bounds[name], alias), name)
             select.expressions[i].parent = select

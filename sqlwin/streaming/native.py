@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from sqlwin.backends.spark_groupby import inside_aggregate, window_bound
 from sqlwin.dialect.nodes import TableArg
 from sqlwin.errors import SqlwinError
 from sqlwin.plan.windows import WindowKind
@@ -62,13 +63,13 @@ def native_sql(shape: Any, view: str) -> str:
     tvf.replace(derived)
     w = exp.column("__w", alias)
     group = carrier.args["group"]
-    group.set("expressions", [g for g in group.expressions if not _bound(g, alias)] + [w])
+    group.set("expressions", [g for g in group.expressions if not window_bound(g, alias)] + [w])
 
     def swap(node: exp.Expr) -> exp.Expr:
-        name = _bound(node, alias)
-        if name in WINDOW_BOUNDS and not _in_aggregate(node, carrier):
+        name = window_bound(node, alias)
+        if name in WINDOW_BOUNDS and not inside_aggregate(node, carrier):
             return exp.Dot(this=exp.column("__w", alias), expression=exp.to_identifier(name.split("_")[1]))
-        if name == "window_time" and not _in_aggregate(node, carrier):
+        if name == "window_time" and not inside_aggregate(node, carrier):
             end = exp.Dot(this=exp.column("__w", alias), expression=exp.to_identifier("end"))
             one_ms = exp.Interval(this=exp.Literal.string("1"), unit=exp.var("MILLISECOND"))
             return exp.paren(exp.Sub(this=end, expression=one_ms))
@@ -76,7 +77,7 @@ def native_sql(shape: Any, view: str) -> str:
 
     items = []
     for item in carrier.expressions:
-        name = _bound(item, alias)
+        name = window_bound(item, alias)
         items.append(exp.alias_(swap(item), name) if name else item.transform(swap))
     carrier.set("expressions", items)
     for key in ("having", "order"):
@@ -84,22 +85,6 @@ def native_sql(shape: Any, view: str) -> str:
             carrier.set(key, carrier.args[key].transform(swap))
     carrier.select("0 AS pane_index", "'ON_TIME' AS pane_timing", "TRUE AS is_final", dialect=D, copy=False)
     return root.sql(dialect=D)
-
-
-def _bound(node: exp.Expr, alias: str) -> str | None:
-    if isinstance(node, exp.Column) and node.name.lower() in (*WINDOW_BOUNDS, "window_time") \
-            and node.table in ("", alias):
-        return node.name.lower()
-    return None
-
-
-def _in_aggregate(node: exp.Expr, select: exp.Select) -> bool:
-    parent = node.parent
-    while parent is not None and parent is not select:
-        if isinstance(parent, exp.AggFunc):
-            return True
-        parent = parent.parent
-    return False
 
 
 def start_native(table: Any) -> Any:

@@ -22,11 +22,12 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
+from sqlwin.backends.spark_groupby import window_bound
 from sqlwin.dialect.nodes import SELECT_CLAUSE_KEYS
 from sqlwin.errors import SqlwinError
 from sqlwin.plan import triggers as tp
 from sqlwin.plan.statements import CreateReplayStream, CreateStream, WindowedQuery
-from sqlwin.plan.windows import WINDOW_COLUMNS, WindowKind, WindowSpec
+from sqlwin.plan.windows import WindowKind, WindowSpec
 
 PANE_COLUMNS = ("pane_index", "pane_timing", "is_final")
 WINDOW_BOUNDS = ("window_start", "window_end")
@@ -126,11 +127,11 @@ def analyse(query: WindowedQuery, streams: dict[str, CreateStream | CreateReplay
     keys: list[exp.Expr] = []
     if aggregated:
         grouped = list(group.expressions) if group is not None else []
-        bounds = {_bound_name(g, alias) for g in grouped} - {None}
+        bounds = {window_bound(g, alias) for g in grouped} - {None}
         if window is not None and not set(WINDOW_BOUNDS) <= bounds:
             raise SqlwinError.at(group or carrier, "a streaming window aggregation must GROUP BY window_start, "
                                                    "window_end (and its keys), as in Flink")
-        keys = [g for g in grouped if _bound_name(g, alias) is None]
+        keys = [g for g in grouped if window_bound(g, alias) is None]
         if window is not None and window.kind is WindowKind.SESSION:
             names = sorted(k.name.lower() for k in keys if isinstance(k, exp.Column))
             if len(names) != len(keys) or names != sorted(p.lower() for p in window.partition_by):
@@ -186,12 +187,6 @@ def _in_from(node: exp.Expr, select: exp.Select) -> bool:
             return False
         parent = parent.parent
     return parent is select
-
-
-def _bound_name(node: exp.Expr, alias: str) -> str | None:
-    if isinstance(node, exp.Column) and node.name.lower() in WINDOW_COLUMNS and node.table in ("", alias):
-        return node.name.lower()
-    return None
 
 
 def strip_clauses(node: exp.Expr) -> exp.Expr:
