@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test lint bench bench-streaming clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -28,6 +28,13 @@ lint: $(STAMP)
 BENCH_ARGS ?= --quick
 bench: $(STAMP)
 	$(BIN)/python -m bench $(BENCH_ARGS)
+
+# Streaming (README "Benchmarks"): sqlwin streaming tables vs hand-written Spark streaming, replay vs batch,
+# then an early/late count trigger; 3 files x 1M rows by default: STREAM_ARGS="--rows 200000 --repeat 1" is quicker
+STREAM_ARGS ?=
+bench-streaming: $(STAMP)
+	$(BIN)/python -m bench.streaming $(STREAM_ARGS)
+	$(BIN)/python -m bench.triggers $(STREAM_ARGS)
 
 clean:
 	rm -rf $(VENV) spark-warehouse metastore_db derby.log .pytest_cache
