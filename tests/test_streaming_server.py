@@ -1,0 +1,86 @@
+"""Streaming over JDBC (issue 6, point 2): ``sqlwin serve`` runs streams and streaming tables for its clients.
+
+What a user gets (GRAMMAR 3 and 5, and the server's one Spark session per connection): a stream is visible to
+the later statements of the connection that created it, as a temp view is, and to no other connection; a
+streaming table keeps running after its statement returns (and after its connection closes), its results are a
+table of that connection (and files every connection can read), and SHOW / STOP STREAMING TABLES work from any
+connection of the server. Uses the server shared with tests/test_server.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import time
+from pathlib import Path
+
+import pytest
+
+from sqlwin.server import ServerProcess
+from tests.streamtools import Feeder, ts
+from tests.test_server import _error_text, bench, server  # noqa: F401 (server: the shared fixture)
+
+pytestmark = pytest.mark.slow
+
+T = dt.datetime(2024, 1, 1)
+QUERY = ("SELECT window_start, k, SUM(v) AS s, COUNT(*) AS c FROM TUMBLE(TABLE jdbc_s, DESCRIPTOR(ts), "
+         "INTERVAL 10 SECONDS) GROUP BY window_start, window_end, k")
+# no late rows: whatever micro-batches the running queries cut them into, W reaches 28 and these windows close
+ROWS = [[("a", 1, 1), ("a", 2, 5)], [("b", 3, 7), ("a", 4, 12)], [("b", 5, 15)], [("a", 6, 30)]]
+CLOSED = [(T, "a", 3, 2), (T, "b", 3, 1), (T + dt.timedelta(seconds=10), "a", 4, 1),
+          (T + dt.timedelta(seconds=10), "b", 5, 1)]
+
+
+def poll(cursor, sql: str, expected: list[tuple], timeout: float = 240) -> None:
+    """Run ``sql`` until it returns ``expected`` (the streaming query runs on its own)."""
+    deadline = time.monotonic() + timeout
+    while (got := sorted(bench.fetch(cursor, sql))) != expected:
+        assert time.monotonic() < deadline, f"after {timeout} s: {got}; {bench.fetch(cursor, 'SHOW STREAMING TABLES')}"
+        time.sleep(0.5)
+
+
+def shown(cursor) -> dict[str, tuple[str, str]]:
+    return {r[0]: (r[1], r[2]) for r in bench.fetch(cursor, "SHOW STREAMING TABLES")}
+
+
+@pytest.fixture()
+def connections(server: ServerProcess, tmp_path: Path):  # noqa: F811
+    a = bench.connect(server.host, server.port)
+    b = bench.connect(server.host, server.port)
+    yield a, b
+    if shown(b.cursor()).get("jdbc_native", ("stopped",))[0] == "running":  # never leave it running
+        b.cursor().execute("STOP STREAMING TABLE jdbc_native")
+    for conn in (a, b):
+        with contextlib.suppress(Exception):  # a may be closed by the test already
+            conn.close()
+
+
+def test_streaming_tables_over_jdbc(connections, tmp_path: Path) -> None:
+    a, b = connections
+    ca, cb = a.cursor(), b.cursor()
+    folder = tmp_path / "in"
+    ca.execute(f"CREATE STREAM jdbc_s (k STRING, v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS) "
+               f"USING json OPTIONS (path '{folder}')")
+    # checkpoints in tmp_path: the server's default root is its working directory
+    assert bench.fetch(ca, f"CREATE STREAMING TABLE jdbc_native OPTIONS (checkpoint '{tmp_path / 'n'}') AS "
+                           f"{QUERY}")[0][0].startswith("streaming table jdbc_native started (native path")
+    feeder = Feeder(folder)
+    for batch in ROWS:  # written after the statements returned: the queries run on in the server
+        feeder.write({"k": k, "v": v, "ts": ts(t)} for k, v, t in batch)
+    poll(ca, "SELECT window_start, k, s, c FROM jdbc_native", CLOSED)
+
+    # another connection: its own session, so no stream jdbc_s and no view jdbc_native ...
+    with pytest.raises(Exception) as info:
+        cb.execute(QUERY)
+    assert "TABLE_OR_VIEW_NOT_FOUND" in _error_text(info.value) and "jdbc_s" in _error_text(info.value)
+    # ... but the server's streaming tables, and their files
+    assert {k: v for k, v in shown(cb).items() if k.startswith("jdbc_")} == {"jdbc_native": ("running", "native")}
+    data = tmp_path / "n" / "data"
+    assert sorted(bench.fetch(cb, f"SELECT window_start, k, s, c FROM parquet.`{data}`")) == CLOSED
+
+    a.close()  # the tables outlive the connection that started them
+    feeder.write([{"k": "b", "v": 7, "ts": ts(45)}])  # W -> 43: [30, 40) closes
+    poll(cb, f"SELECT window_start, k, s, c FROM parquet.`{data}`",
+         sorted([*CLOSED, (T + dt.timedelta(seconds=30), "a", 6, 1)]))
+    cb.execute("STOP STREAMING TABLE jdbc_native")
+    assert {k: v[0] for k, v in shown(cb).items() if k.startswith("jdbc_")} == {"jdbc_native": "stopped"}
