@@ -127,11 +127,15 @@ class MicroBatchOperator:
 
     # -- the foreachBatch entry point ---------------------------------------------------------
     def run_batch(self, batch_df: Any, batch_id: int) -> None:
+        from pyspark.sql import functions as F
+
         source_batch = int(batch_id)
         if source_batch <= self.last_source_batch:
             return  # committed before a crash: Spark re-runs it, sqlwin already wrote it
         processing_time = self.store.begin(source_batch, self.clock())
-        data = batch_df.drop(TICK_COLUMN) if TICK_COLUMN in batch_df.columns else batch_df
+        data = batch_df
+        if TICK_COLUMN in batch_df.columns:  # tick rows only cause the micro-batch: drop them
+            data = batch_df.where(F.col(TICK_COLUMN).isNull()).drop(TICK_COLUMN)
         self.step(batch_df.sparkSession, data, processing_time, source_batch=source_batch)
 
     def step(self, spark: Any, data: Any, processing_time: int, end_of_input: bool = False,
@@ -344,6 +348,13 @@ class MicroBatchOperator:
         if any(self._due(s, watermark, now) for s in self.windows.values()):
             wanted = max(wanted, batch + 1)
         self.ticks.request(wanted, wake_at=self.next_wake(), wake_tick=max(wanted, batch + 1))
+
+    def wake_after_restart(self) -> None:
+        """Timers of restored windows: ask for the micro-batch of the earliest one (the wake-up thread of
+        the process that stopped is gone)."""
+        if self.ticks is not None and self.windows:
+            wanted = int(self.ticks.read().get("wanted") or 0)
+            self.ticks.request(wanted, wake_at=self.next_wake(), wake_tick=wanted + 1)
 
     def next_wake(self) -> int | None:
         """The next processing time (after this micro-batch's) at which a micro-batch without rows may fire

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlwin.errors import SqlwinError
 from sqlwin.streaming.operator import MicroBatchOperator
-from sqlwin.streaming.sources import SOURCE_COLUMN, TickFile, register_tick_source, stream_dataframe
+from sqlwin.streaming.sources import SOURCE_COLUMN, TickFile, stream_dataframe, tick_dataframe
 
 
 def table_tag(name: str) -> str:
@@ -19,7 +19,7 @@ def table_tag(name: str) -> str:
 class InjectedClockTicks(TickFile):
     """Ticks for a query on an injected clock: the no-data batch after a watermark move is still asked for,
     but no wake-up by processing time, since the tick source waits on the wall clock, which a test clock does
-    not follow; whoever moves the test clock asks for the micro-batch (a new file, even an empty one)."""
+    not follow; whoever moves the test clock asks for the micro-batch (a new file)."""
 
     def request(self, tick: int, wake_at: int | None = None, wake_tick: int | None = None) -> None:
         super().request(tick)
@@ -31,8 +31,7 @@ def start_custom(table: Any, clock: Callable[[], int] | None = None) -> Any:
 
     spark = table.spark
     shape = table.shape
-    register_tick_source(spark)
-    path = os.path.join(table.location, "ticks.json")
+    path = os.path.join(table.location, "ticks")
     ticks = TickFile(path) if clock is None else InjectedClockTicks(path)
     extra = {} if clock is None else {"clock": clock}
     operator = MicroBatchOperator(spark, shape, table.location, table.sink, table.late_sink,
@@ -45,7 +44,7 @@ def start_custom(table: Any, clock: Callable[[], int] | None = None) -> Any:
         for i, stream in enumerate(streams[1:], start=1):
             other = stream_dataframe(spark, stream, with_proctime=False).withColumn(SOURCE_COLUMN, F.lit(i))
             source = source.unionByName(other, allowMissingColumns=True)
-    tick_rows = spark.readStream.format("sqlwin_ticks").option("path", ticks.path).load()
+    tick_rows = tick_dataframe(spark, ticks.path)
     data = source.unionByName(tick_rows, allowMissingColumns=True)
     writer = data.writeStream.foreachBatch(operator.run_batch) \
         .option("checkpointLocation", os.path.join(table.location, "checkpoint")) \
@@ -54,6 +53,8 @@ def start_custom(table: Any, clock: Callable[[], int] | None = None) -> Any:
     if trigger:
         writer = writer.trigger(processingTime=trigger)
     try:
-        return writer.start()
+        query = writer.start()
+        operator.wake_after_restart()
+        return query
     except Exception as err:
         raise SqlwinError(f"cannot start streaming table {table.name}: {str(err).splitlines()[0]}") from None

@@ -1,101 +1,72 @@
 """Where a stream's rows come from: Spark's file and rate sources for ``CREATE STREAM``, and the tick
-source that lets sqlwin ask Spark for a micro-batch without new rows.
+folder that lets sqlwin ask Spark for a micro-batch without new rows.
 
 Spark runs a micro-batch only when a source has new offsets (or one of its own stateful operators
 wants a no-data batch). sqlwin's operator decides lateness and fires windows itself, so it needs the
-same no-data batches Spark gives its native aggregation: after a micro-batch that advanced the
-watermark, and when a processing-time timer or an idle timeout is due. The tick source is a Python
-streaming data source whose latest offset is read from a small file that the operator writes
-(``TickFile``): writing a larger number asks for one more micro-batch. Its offsets live in Spark's
-checkpoint like any source's, so a restart replays exactly the batches that ran.
+same no-data batches Spark gives its native aggregation: after a micro-batch that moved the watermark
+past a window's timer, and when a processing-time timer or an idle deadline comes. It asks by writing a
+one-row file into a tick folder that the query also reads (Spark's own file source, so the ticks' offsets
+live in Spark's checkpoint like any source's and a restart replays exactly the batches that ran); a timer
+thread of the driver writes the file of a wake-up when its time comes. Tick rows are dropped on arrival.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from typing import Any
-
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 
 from sqlwin.errors import SqlwinError
 from sqlwin.plan.statements import CreateStream
 
-TICK_SOURCE = "sqlwin_ticks"
 TICK_COLUMN = "__sqlwin_tick"
 SOURCE_COLUMN = "__sqlwin_source"  # which stream a row came from, when a query reads several
 FILE_FORMATS = ("json", "csv", "parquet")
 
 
 class TickFile:
-    """``{"wanted": n, "wake_at": epoch_us, "wake_tick": n2}``: the operator's wishes for the next batch."""
+    """A folder of tick files ``tick-<n>.json``; ``n`` only grows, and a new ``n`` is one more micro-batch."""
 
     def __init__(self, path: str):
         self.path = path
+        os.makedirs(path, exist_ok=True)
+        self._timer: threading.Timer | None = None
+        self._lock = threading.Lock()
 
     def read(self) -> dict:
-        try:
-            with open(self.path) as f:
-                return json.load(f)
-        except (FileNotFoundError, ValueError):
-            return {}
+        ticks = [int(n[5:-5]) for n in os.listdir(self.path) if n.startswith("tick-") and n.endswith(".json")]
+        return {"wanted": max(ticks, default=0)}
+
+    def _write(self, tick: int) -> None:
+        with self._lock:
+            if tick <= self.read()["wanted"]:
+                return
+            tmp = os.path.join(self.path, f".tick-{tick}.tmp")
+            with open(tmp, "w") as f:
+                f.write(json.dumps({TICK_COLUMN: tick}) + "\n")
+            os.replace(tmp, os.path.join(self.path, f"tick-{tick}.json"))  # the source sees whole files only
 
     def request(self, tick: int, wake_at: int | None = None, wake_tick: int | None = None) -> None:
-        """Ask for a no-data micro-batch now (``tick``), and/or once the wall clock reaches ``wake_at``."""
-        data = {"wanted": tick, "wake_at": wake_at, "wake_tick": wake_tick}
-        tmp = f"{self.path}.tmp"
-        with open(tmp, "w") as f:
-            json.dump(data, f)
-        os.replace(tmp, self.path)
+        """Ask for a micro-batch now (a ``tick`` above the last one), and/or once the wall clock reaches
+        ``wake_at`` (epoch microseconds), as tick ``wake_tick``."""
+        self._write(tick)
+        self.close()
+        if wake_at is not None and wake_tick is not None:
+            delay = max(0.0, (wake_at - time.time() * 1_000_000) / 1_000_000)
+            self._timer = threading.Timer(delay, self._write, args=(wake_tick,))
+            self._timer.daemon = True
+            self._timer.start()
 
-    def latest(self, now_us: int | None = None) -> int:
-        data = self.read()
-        tick = int(data.get("wanted") or 0)
-        wake_at, wake_tick = data.get("wake_at"), data.get("wake_tick")
-        now = now_us if now_us is not None else int(time.time() * 1_000_000)
-        if wake_at is not None and wake_tick is not None and now >= int(wake_at):
-            tick = max(tick, int(wake_tick))
-        return tick
-
-
-class _TickReader(DataSourceStreamReader):
-    def __init__(self, path: str):
-        self.ticks = TickFile(path)
-
-    def initialOffset(self) -> dict:
-        return {"tick": 0}
-
-    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
-        latest = self.ticks.latest()
-        return {"tick": max(latest, int((start or {}).get("tick", 0)))}
-
-    def partitions(self, start: dict, end: dict) -> list:
-        return []  # a tick carries no rows: the micro-batch it causes is a no-data batch
-
-    def read(self, partition: Any):
-        return iter(())
-
-    def commit(self, end: dict) -> None:
-        pass
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
 
-class TickSource(DataSource):
-    """``spark.readStream.format("sqlwin_ticks").option("path", tick_file)``: no rows, only batches."""
-
-    @classmethod
-    def name(cls) -> str:
-        return TICK_SOURCE
-
-    def schema(self) -> str:
-        return f"{TICK_COLUMN} bigint"
-
-    def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        return _TickReader(self.options["path"])
-
-
-def register_tick_source(spark: Any) -> None:
-    spark.dataSource.register(TickSource)
+def tick_dataframe(spark: Any, folder: str) -> Any:
+    return spark.readStream.schema(f"{TICK_COLUMN} bigint").json(folder)
 
 
 def schema_ddl(stream: CreateStream) -> str:

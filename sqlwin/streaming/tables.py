@@ -95,6 +95,8 @@ class StreamingTable:
     def stop(self) -> None:
         if self.query is not None:
             self.query.stop()
+        if self.operator is not None and self.operator.ticks is not None:
+            self.operator.ticks.close()
 
     def await_termination(self, timeout: float | None = None) -> bool | None:
         return self.query.awaitTermination(timeout) if timeout is not None else self.query.awaitTermination()
