@@ -104,10 +104,15 @@ def start_native(table: Any) -> Any:
     sink = table.sink
 
     def write(batch_df: Any, batch_id: int) -> None:
-        if batch_df.isEmpty():
-            sink.clear(int(batch_id))
-        else:
-            sink.write(batch_df, int(batch_id))
+        # two actions on an unpersisted batch run the whole aggregation twice (bench.streaming: 1.47x native)
+        batch_df.persist()
+        try:
+            if batch_df.isEmpty():
+                sink.clear(int(batch_id))
+            else:
+                sink.write(batch_df, int(batch_id))
+        finally:
+            batch_df.unpersist()
         sink.register(spark)
 
     writer = result.writeStream.outputMode("append").foreachBatch(write) \
