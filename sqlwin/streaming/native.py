@@ -120,4 +120,17 @@ def start_native(table: Any) -> Any:
     trigger = table.options.get("trigger")
     if trigger:
         writer = writer.trigger(processingTime=trigger)
-    return writer.start()
+    # Spark judges late rows by the watermark of the micro-batch *before* the one in force when several stateful
+    # operators may be chained; with one operator and that option off, it drops (row, window) with
+    # window_end <= the watermark in force, as GRAMMAR 4 says, also when micro-batches follow with no
+    # no-data batch between them. The option is read when the query starts (its session is a clone).
+    option = "spark.sql.streaming.statefulOperator.allowMultiple"
+    before = spark.conf.get(option, None)
+    spark.conf.set(option, "false")
+    try:
+        return writer.start()
+    finally:
+        if before is None:
+            spark.conf.unset(option)
+        else:
+            spark.conf.set(option, before)
