@@ -235,7 +235,9 @@ def test_sigkill_and_restart_matches_an_uninterrupted_run(tmp_path: Path) -> Non
     custom = [json.loads(r) for r in expected["custom"]]
     assert {r[6] for r in custom} == {"ON_TIME", "LATE"} and len(expected["late"]) >= 2
     assert any(r[7] == "True" and r[6] == "ON_TIME" and r[8] == str(JUMP + 1) for r in custom)  # fired, expired
-    assert len({r[8] for r in custom}) >= 4 and len({json.loads(r)[8] for r in expected["native"]}) >= 4
+    # panes come out in several micro-batches on both paths (native: Spark's batch ids, where the native path
+    # now judges late rows by the watermark in force, so fewer batches emit than before)
+    assert len({r[8] for r in custom}) >= 4 and len({json.loads(r)[8] for r in expected["native"]}) >= 3
 
 
 # -- STOP STREAMING TABLE, then the same statement again in the same session ---------------------------------
