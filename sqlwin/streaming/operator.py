@@ -36,6 +36,7 @@ from sqlwin.core.panes import (
 from sqlwin.plan.statements import CreateStream
 from sqlwin.plan.windows import WindowKind
 from sqlwin.streaming.panequery import PaneQuery, Views, key_ddl
+from sqlwin.streaming.partials import Decomposition, decompose
 from sqlwin.streaming.sessions import SessionAssigner
 from sqlwin.streaming.sinks import BatchSink
 from sqlwin.streaming.sources import SOURCE_COLUMN, TICK_COLUMN, TickFile
@@ -83,15 +84,22 @@ class MicroBatchOperator:
             self.spark.table(stream.name).createOrReplaceTempView(self.views.batch_of(i))
         assigned = self.spark.sql(self.query.assign_sql)
         self.assigned_schema = assigned.schema
-        rows = assigned.withColumn("__mb", F.lit(0).cast("bigint")).withColumn("__present", F.lit(True))
-        self.rows_schema = rows.schema
         self.key_ddl = key_ddl(assigned.schema, len(self.shape.keys)) if self.shape.keys else ""
         internal = {"__key", "__ws", "__we", "__ts", *[f"__k{i}" for i in range(len(self.shape.keys))]}
         window_cols = {"window_start", "window_end", "window_time"} if self.shape.window else set()
         self.row_columns = [f.name for f in assigned.schema.fields if f.name not in internal | window_cols]
         if self.relation_columns is None:
             self.relation_columns = list(self.row_columns)
-        self.relation_sql = self.query.relation_sql(self.row_columns, self.key_ddl)
+        assigned.withColumn("__status", F.lit(None).cast("string")).createOrReplaceTempView(self.views.annotated)
+        self.query.decomposition = self._decomposition()
+        if self.query.decomposition is not None:  # state: partial aggregates per key, window and micro-batch
+            stored = self.spark.sql(self._partial_sql()).drop("__status", "__n")
+            stored_columns = self.query.decomposition.columns
+        else:  # state: the rows themselves
+            stored, stored_columns = assigned, self.row_columns
+        self.rows_schema = stored.withColumn("__mb", F.lit(0).cast("bigint")) \
+            .withColumn("__present", F.lit(True)).schema
+        self.relation_sql = self.query.relation_sql(stored_columns, self.key_ddl)
         self.pane_sql = self.query.pane_sql()
         spark = self.spark
         self._register_pane_inputs(spark, [], None)
@@ -100,6 +108,20 @@ class MicroBatchOperator:
         if self.late_sink is not None:
             self.late_sink.set_schema(self._late_schema())
             self.late_sink.register(spark)
+
+    def _decomposition(self) -> Decomposition | None:
+        """Partial aggregates where every aggregate splits; raw rows for SESSION windows (a stored row moves
+        to whichever session of its key contains its time) and where the query is not a decomposable
+        aggregation."""
+        shape = self.shape
+        if not shape.aggregated or self.sessions is not None:
+            return None
+        return decompose(shape.carrier, self.spark, self.views.annotated, shape.source_alias)
+
+    def _partial_sql(self) -> str:
+        assert self.query.decomposition is not None
+        return self.query.decomposition.partial_sql(self.views.annotated, self.shape.source_alias,
+                                                    len(self.shape.keys))
 
     def _late_schema(self) -> Any:
         from pyspark.sql.types import StringType, StructField, StructType, TimestampType
@@ -224,14 +246,20 @@ class MicroBatchOperator:
             assigned = assigned.withColumn("__closed", F.lit(False))
             is_closed = F.col("__closed")
         status = F.when(late, F.lit(LATE)).when(is_closed, F.lit(CLOSED))
-        annotated = assigned.withColumn("__status", status).drop("__closed").persist()
+        annotated = assigned.withColumn("__status", status).drop("__closed")
+        if self.query.decomposition is None:
+            annotated = annotated.persist()  # read three times: counts, stored rows, late rows
         try:
-            counts = annotated.groupBy("__key", "__ws", "__we", "__status").count().collect()
-            accepted = {(r["__key"], r["__ws"], r["__we"]): r["count"] for r in counts if r["__status"] is None}
-            dropped = sum(r["count"] for r in counts if r["__status"] is not None)
-            if accepted:
-                self.store_rows(annotated.where(F.col("__status").isNull()).drop("__status"), batch,
-                                sum(accepted.values()))
+            if self.query.decomposition is not None:
+                accepted, dropped = self._store_partials(spark, annotated, batch)
+            else:
+                counts = annotated.groupBy("__key", "__ws", "__we", "__status").count().collect()
+                accepted = {(r["__key"], r["__ws"], r["__we"]): r["count"] for r in counts
+                            if r["__status"] is None}
+                dropped = sum(r["count"] for r in counts if r["__status"] is not None)
+                if accepted:
+                    self.store_rows(annotated.where(F.col("__status").isNull()).drop("__status"), batch,
+                                    sum(accepted.values()))
             # the global window has no bounds: its dropped rows (window closed) get NULL ones
             bounds = [F.col(c) if self.shape.window else F.lit(None).cast("timestamp").alias(c)
                       for c in ("window_start", "window_end")]
@@ -239,8 +267,31 @@ class MicroBatchOperator:
                 *[F.col(f"`{c}`") for c in self.relation_columns], *bounds, F.col("__status").alias("reason"))
             self.write_late([late_rows] if dropped else [], batch, watermark, dropped)
         finally:
-            annotated.unpersist()
+            if self.query.decomposition is None:
+                annotated.unpersist()
         return accepted
+
+    def _store_partials(self, spark: Any, annotated: Any, batch: int) -> tuple[dict[WindowKey, int], int]:
+        """One pass over the micro-batch's rows: per (key, window, status) the row count and the partial
+        aggregates; the accepted ones are stored (one row per key and window). Returns (accepted counts per
+        window, rows dropped)."""
+        from pyspark.sql import functions as F
+
+        annotated.createOrReplaceTempView(self.views.annotated)
+        grouped = spark.sql(self._partial_sql()).persist()  # small: one row per key, window and status
+        try:
+            counts = grouped.select("__key", "__ws", "__we", "__status", "__n").collect()
+            accepted = {(r["__key"], r["__ws"], r["__we"]): r["__n"] for r in counts if r["__status"] is None}
+            dropped = sum(r["__n"] for r in counts if r["__status"] is not None)
+            if accepted:
+                rows = grouped.where(F.col("__status").isNull()).drop("__status", "__n") \
+                    .withColumn("__mb", F.lit(batch).cast("bigint")).withColumn("__present", F.lit(True))
+                rows.select(*self.rows_schema.fieldNames()).write.mode("overwrite") \
+                    .parquet(self.store.rows_path(batch))
+                self.rows_by_batch[batch] = len(accepted)
+        finally:
+            grouped.unpersist()
+        return accepted, dropped
 
     def store_rows(self, rows: Any, batch: int, count: int) -> None:
         """Keep the rows micro-batch ``batch`` added to open windows, for the panes that will read them."""
@@ -277,7 +328,8 @@ class MicroBatchOperator:
         for window in [*accepted, *due]:
             state = self.windows.get(window) or self.driver.new_window(window[1], window[2])
             count = accepted.get(window, 0)
-            outcome = self.driver.process(state, [batch] if count else [], watermark, processing_time, count=count)
+            outcome = self.driver.process(state, [self._token(batch)] if count else [], watermark, processing_time,
+                                          count=count)
             if outcome.pane is not None:
                 fired.append((window, outcome.pane))
             if outcome.expired:
@@ -286,6 +338,10 @@ class MicroBatchOperator:
             else:
                 self.windows[window] = state
         return fired, expired
+
+    def _token(self, batch: int) -> int:
+        """What a pane records for the rows a micro-batch added to a window: where they are stored."""
+        return batch
 
     def _due(self, state: WindowState, watermark: int, processing_time: int) -> bool:
         timers = self.driver.timers(state)

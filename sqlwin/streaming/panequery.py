@@ -22,6 +22,7 @@ from sqlwin.backends.spark_batch import SparkBatchCompiler
 from sqlwin.core.panes import MAX_TIME, MIN_TIME
 from sqlwin.errors import SqlwinError
 from sqlwin.plan.windows import WindowKind
+from sqlwin.streaming.partials import Decomposition
 from sqlwin.streaming.shape import (
     PANE_COLUMNS,
     StreamingShape,
@@ -45,6 +46,11 @@ class Views:
     rows: str
     relation: str
 
+    @property
+    def annotated(self) -> str:
+        """The micro-batch's rows with their windows and ``__status`` (NULL: kept; else why dropped)."""
+        return f"{self.batch}_annotated"
+
     def batch_of(self, index: int) -> str:
         """The micro-batch rows of the query's ``index``-th stream."""
         return self.batch if index == 0 else f"{self.batch}_{index}"
@@ -61,6 +67,7 @@ class PaneQuery:
         self.compiler = SparkBatchCompiler(spark)
         mark_carrier(shape)
         self.assign_sql = self._assign_sql()
+        self.decomposition: Decomposition | None = None  # set by the operator: partial aggregates, or raw rows
 
     # -- assignment ---------------------------------------------------------------------------
     def _assign_sql(self) -> str:
@@ -107,8 +114,9 @@ class PaneQuery:
         return self.compiler.render(compiled)
 
     # -- panes --------------------------------------------------------------------------------
-    def relation_sql(self, row_columns: list[str], key_ddl: str) -> str:
-        """The pane relation over the fired-panes view and the stored-rows view."""
+    def relation_sql(self, row_columns: list[str], key_ddl: str, extra: tuple[str, ...] = ()) -> str:
+        """The pane relation over the fired-panes view and the stored-rows view (``extra``: more columns of
+        the fired-panes view passed through, e.g. replay's ``micro_batch``)."""
         v = self.views
         shape = self.shape
         items = [f"r.`{c}`" for c in row_columns]
@@ -121,7 +129,7 @@ class PaneQuery:
         for i in range(len(shape.keys)):
             items.append(f"COALESCE(r.`__k{i}`, p.__kk.`__k{i}`) AS `__k{i}`")
         items += ["r.__present AS __present", "p.pane_index AS pane_index", "p.pane_timing AS pane_timing",
-                  "p.is_final AS is_final"]
+                  "p.is_final AS is_final", *[f"p.`{c}` AS `{c}`" for c in extra]]
         fired = f"(SELECT *, FROM_JSON(__key, '{key_ddl}') AS __kk FROM {v.fired})" if shape.keys else v.fired
         if shape.window is not None and shape.window.kind is WindowKind.SESSION:
             bounds = "r.__ts >= p.__ws AND r.__ts < p.__we"
@@ -130,8 +138,10 @@ class PaneQuery:
         return (f"SELECT {', '.join(items)} FROM {fired} AS p LEFT JOIN {v.rows} AS r "
                 f"ON r.__key = p.__key AND {bounds} AND ARRAY_CONTAINS(p.tokens, r.__mb)")
 
-    def pane_sql(self) -> str:
-        """The user's statement, reading the pane relation instead of the window TVF (or the stream)."""
+    def pane_sql(self, extra: tuple[str, ...] = ()) -> str:
+        """The user's statement, reading the pane relation instead of the window TVF (or the stream); the pane
+        columns (and ``extra`` ones of the relation) are kept up to the result."""
+        columns = (*PANE_COLUMNS, *extra)
         shape = self.shape
         alias = shape.source_alias
         root = shape.query.node
@@ -143,16 +153,18 @@ class PaneQuery:
                                                     alias=exp.TableAlias(this=exp.to_identifier(alias))))
         carrier.set("where", None)
         if shape.aggregated:
-            self._rewrite_aggregation(carrier, alias)
+            self._rewrite_aggregation(carrier, alias, columns)
         else:
-            for name in PANE_COLUMNS:
+            for name in columns:
                 carrier.select(exp.column(name, alias), copy=False)
-        self._pass_pane_columns_up(carrier, root)
+        self._pass_pane_columns_up(carrier, root, columns)
         return root.sql(dialect=D)
 
-    def _rewrite_aggregation(self, carrier: exp.Select, alias: str) -> None:
+    def _rewrite_aggregation(self, carrier: exp.Select, alias: str, columns: tuple[str, ...]) -> None:
         shape = self.shape
         group = carrier.args.get("group")
+        if self.decomposition is not None:  # aggregates over the pane's partial rows
+            self.decomposition.rewrite(carrier, alias)
 
         def swap(n: exp.Expr) -> exp.Expr:
             i = key_index(shape, n)
@@ -174,20 +186,21 @@ class PaneQuery:
             carrier.set("group", group)
         exprs = [exp.column(f"__k{key_index(shape, g)}", alias) if key_index(shape, g) is not None else g
                  for g in group.expressions]
-        group.set("expressions", exprs + [exp.column(n, alias) for n in PANE_COLUMNS])
-        count_star_to_present(carrier, alias)
-        for name in PANE_COLUMNS:
+        group.set("expressions", exprs + [exp.column(n, alias) for n in columns])
+        if self.decomposition is None:
+            count_star_to_present(carrier, alias)
+        for name in columns:
             carrier.select(exp.column(name, alias), copy=False)
 
     @staticmethod
-    def _pass_pane_columns_up(carrier: exp.Select, root: exp.Expr) -> None:
+    def _pass_pane_columns_up(carrier: exp.Select, root: exp.Expr, columns: tuple[str, ...]) -> None:
         """Queries around the carrier keep the pane columns (appended where they list columns)."""
         node: exp.Expr | None = carrier.parent
         while node is not None:
             if isinstance(node, exp.Select) and not any(
                     isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
                     for e in node.expressions):
-                for name in PANE_COLUMNS:
+                for name in columns:
                     node.select(exp.column(name), copy=False)
             if node is root:
                 break
