@@ -158,7 +158,12 @@ class MicroBatchOperator:
         data = batch_df
         if TICK_COLUMN in batch_df.columns:  # tick rows only cause the micro-batch: drop them
             data = batch_df.where(F.col(TICK_COLUMN).isNull()).drop(TICK_COLUMN)
-        self.step(batch_df.sparkSession, data, processing_time, source_batch=source_batch)
+        # read once from the source: the statistics, the assignment and the late rows all scan it
+        data = data.persist()
+        try:
+            self.step(batch_df.sparkSession, data, processing_time, source_batch=source_batch)
+        finally:
+            data.unpersist()
 
     def step(self, spark: Any, data: Any, processing_time: int, end_of_input: bool = False,
              source_batch: int | None = None) -> list:

@@ -51,16 +51,13 @@ def replay(spark: Any, shape: StreamingShape, late_view: str | None = None) -> A
     late_name = shape.late_rows_to
     late_sink = BatchSink(late_name, os.path.join(folder, "late_rows")) if late_name else None
     try:
-        numbered = _numbered(spark, stream)
-        clock = getattr(stream, "processing_time_by", None)
-        if clock is not None:
-            numbered = numbered.selectExpr("*", f"UNIX_MICROS({clock.sql('spark')}) AS {CLOCK}")
-        numbered = numbered.localCheckpoint()
+        has_clock = getattr(stream, "processing_time_by", None) is not None
+        numbered, plan = _numbered(spark, shape)
         planned = PlannedReplay(spark, shape, folder, sink, late_sink, tag)
         if planned.plannable(numbered):
-            result, late = planned.run(numbered, clock is not None)
+            result, late = planned.run(plan, has_clock)
         else:
-            result, late = _stepped(spark, shape, folder, sink, late_sink, tag, numbered, clock is not None)
+            result, late = _stepped(spark, shape, folder, sink, late_sink, tag, numbered, plan, has_clock)
         if late_name is not None:
             late.localCheckpoint().createOrReplaceTempView(late_name)
         return result
@@ -68,31 +65,47 @@ def replay(spark: Any, shape: StreamingShape, late_view: str | None = None) -> A
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _numbered(spark: Any, stream: Any) -> Any:
-    """The table's rows with their micro-batch (``BATCH``: 0, 1, ... in arrival order)."""
+def _numbered(spark: Any, shape: StreamingShape) -> tuple[Any, list]:
+    """The table's rows with their micro-batch (``BATCH``: 0, 1, ... in arrival order), and per micro-batch
+    its row count ``n``, largest event time ``max_ts`` and clock (``PROCESSING TIME BY``), from the same
+    aggregation that numbers the micro-batches."""
     from pyspark.sql import functions as F
 
+    stream = shape.stream
     rows = spark.table(stream.name)
+    clock = getattr(stream, "processing_time_by", None)
+    if clock is not None:
+        rows = rows.selectExpr("*", f"UNIX_MICROS({clock.sql('spark')}) AS {CLOCK}")
+    time_column = stream.watermark.column if stream.watermark else shape.time_column
+    max_ts = F.max(F.unix_micros(F.col(f"`{time_column}`"))) if time_column in rows.columns else \
+        F.lit(None).cast("bigint")
+    stats = [F.count(F.lit(1)).alias("n"), max_ts.alias("max_ts"),
+             (F.max(CLOCK) if clock is not None else F.lit(None).cast("bigint")).alias("clock")]
     order = ", ".join(o.sql("spark") for o in stream.arrival_order)
     group = stream.micro_batch_by.sql("spark") if stream.micro_batch_by is not None else None
     if group is None:  # one row per micro-batch: the arrival number itself
-        return rows.selectExpr("*", f"ROW_NUMBER() OVER (ORDER BY {order}) - 1 AS {BATCH}")
+        numbered = rows.selectExpr("*", f"ROW_NUMBER() OVER (ORDER BY {order}) - 1 AS {BATCH}").localCheckpoint()
+        return numbered, numbered.groupBy(BATCH).agg(*stats).orderBy(BATCH).collect()
     numbered = rows.selectExpr("*", f"{group} AS __sqlwin_group")
     items = [o if isinstance(o, exp.Ordered) else exp.Ordered(this=o) for o in stream.arrival_order]
     if all(not o.args.get("desc") and o.args.get("nulls_first") is not False for o in items):
         # a micro-batch arrives with its first row: order the groups by their least arrival key (a struct
         # orders field by field, NULLs first, as ORDER BY ... ASC does): no sort of the whole table
-        keys = [o.this.sql("spark") for o in items]
-        firsts = numbered.groupBy("__sqlwin_group").agg(
-            F.min(F.struct(*[F.expr(k) for k in keys])).alias("__first"))
+        first = F.min(F.struct(*[F.expr(o.this.sql("spark")) for o in items]))
     else:
-        numbered = numbered.selectExpr("*", f"ROW_NUMBER() OVER (ORDER BY {order}) AS __sqlwin_arrival")
-        firsts = numbered.groupBy("__sqlwin_group").agg(F.min("__sqlwin_arrival").alias("__first"))
-        numbered = numbered.drop("__sqlwin_arrival")
+        numbered = numbered.selectExpr("*", f"ROW_NUMBER() OVER (ORDER BY {order}) AS __sqlwin_arrival") \
+            .localCheckpoint()
+        first = F.min("__sqlwin_arrival")
+    firsts = numbered.groupBy("__sqlwin_group").agg(first.alias("__first"), *stats)
     # ties between the first rows of two groups: the group's own value decides, not chance
-    ranks = firsts.selectExpr("__sqlwin_group",
-                              f"ROW_NUMBER() OVER (ORDER BY __first, __sqlwin_group) - 1 AS {BATCH}")
-    return numbered.join(F.broadcast(ranks), "__sqlwin_group").drop("__sqlwin_group")
+    ranks = firsts.selectExpr("__sqlwin_group AS __sqlwin_g", "n", "max_ts", "clock",
+                              f"ROW_NUMBER() OVER (ORDER BY __first, __sqlwin_group) - 1 AS {BATCH}") \
+        .localCheckpoint()
+    plan = ranks.select(BATCH, "n", "max_ts", "clock").orderBy(BATCH).collect()
+    # NULL-safe: rows whose MICRO BATCH BY value is NULL form a micro-batch too
+    joined = numbered.join(F.broadcast(ranks.select("__sqlwin_g", BATCH)),
+                           numbered["__sqlwin_group"].eqNullSafe(ranks["__sqlwin_g"]))
+    return joined.drop("__sqlwin_group", "__sqlwin_g", "__sqlwin_arrival"), plan
 
 
 def _clock_of(entry: Any, has_clock: bool, operator: MicroBatchOperator) -> int:
@@ -114,18 +127,20 @@ def _drive(operator: MicroBatchOperator, spark: Any, plan: list, has_clock: bool
 
 
 def _stepped(spark: Any, shape: StreamingShape, folder: str, sink: BatchSink, late_sink: BatchSink | None,
-             tag: str, numbered: Any, has_clock: bool) -> tuple[Any, Any]:
+             tag: str, numbered: Any, plan: list, has_clock: bool) -> tuple[Any, Any]:
     """Each micro-batch's rows through Spark, as in a streaming table."""
     from pyspark.sql import functions as F
 
     operator = MicroBatchOperator(spark, shape, folder, sink, late_sink, tag)
-    clock_of = F.max(CLOCK) if has_clock else F.lit(None).cast("bigint")
-    plan = numbered.groupBy(BATCH).agg(clock_of.alias("clock")).orderBy(BATCH).collect()
-    data_columns = [c for c in numbered.columns if c not in (BATCH, CLOCK)]
-    _drive(operator, spark, plan, has_clock,
-           lambda entry: numbered.where(F.col(BATCH) == entry[BATCH]).select(*data_columns))
-    result = sink.read(spark).orderBy("micro_batch").localCheckpoint()  # panes in the order they came
-    late = late_sink.read(spark) if late_sink is not None else None
+    numbered = numbered.persist()
+    try:
+        data_columns = [c for c in numbered.columns if c not in (BATCH, CLOCK)]
+        _drive(operator, spark, plan, has_clock,
+               lambda entry: numbered.where(F.col(BATCH) == entry[BATCH]).select(*data_columns))
+        result = sink.read(spark).orderBy("micro_batch").localCheckpoint()  # panes in the order they came
+        late = late_sink.read(spark).localCheckpoint() if late_sink is not None else None
+    finally:
+        numbered.unpersist()
     return result, late
 
 
@@ -140,23 +155,15 @@ class PlannedReplay(MicroBatchOperator):
     def plannable(self, numbered: Any) -> bool:
         if self.sessions is not None or self.shape.query.evict is not None:
             return False
-        self.numbered = numbered
         numbered.drop(CLOCK).createOrReplaceTempView(self.views.batch_of(0))
         self.assigned = self.spark.sql(self.query.assign_sql)
         return BATCH in self.assigned.columns  # else a subquery in the TVF drops it: step batch by batch
 
     # -- the Spark work, up front -------------------------------------------------------------
-    def run(self, numbered: Any, has_clock: bool) -> tuple[Any, Any]:
+    def run(self, plan: list, has_clock: bool) -> tuple[Any, Any]:
         from pyspark.sql import functions as F
 
         spark = self.spark
-        stream = self.streams[0]
-        time_column = stream.watermark.column if stream.watermark else self.shape.time_column
-        max_ts = F.max(F.unix_micros(F.col(f"`{time_column}`"))) if time_column in numbered.columns else \
-            F.lit(None).cast("bigint")
-        clock_of = F.max(CLOCK) if has_clock else F.lit(None).cast("bigint")
-        plan = numbered.groupBy(BATCH).agg(F.count(F.lit(1)).alias("n"), max_ts.alias("max_ts"),
-                                           clock_of.alias("clock")).orderBy(BATCH).collect()
         self.summary = {r[BATCH]: (int(r["n"]), r["max_ts"]) for r in plan}
         self.stored = self._stored_groups()
         self.groups: dict[int, list[tuple[WindowKey, int]]] = {}

@@ -1,0 +1,116 @@
+"""Planned replay (one assignment, the operator stepped on per-window counts, one job for the panes) against
+stepped replay (every micro-batch through Spark, exactly as a streaming table runs it): the same panes,
+late rows and micro-batch numbers, over out-of-order rows, ties, rows on window boundaries, late and dropped
+rows, NULL times and NULL micro-batch keys, several keys, and hypothesis-generated tables."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import sqlwin
+from sqlwin.streaming import replay as replay_module
+
+pytestmark = pytest.mark.slow
+
+T = dt.datetime(2024, 1, 1)
+
+QUERIES = {
+    "tumble_lateness": ("SELECT window_start, window_end, k, SUM(v) AS s, COUNT(*) AS c "
+                        "FROM TUMBLE(TABLE {s}, DESCRIPTOR(ts), INTERVAL 10 SECONDS) "
+                        "GROUP BY window_start, window_end, k ALLOWED LATENESS INTERVAL 5 SECONDS LATE ROWS TO {late}"),
+    "hop_early_discarding": ("SELECT window_start, window_end, k, MAX(v) AS m, AVG(v) AS a "
+                             "FROM HOP(TABLE {s}, DESCRIPTOR(ts), INTERVAL 5 SECONDS, INTERVAL 10 SECONDS) "
+                             "GROUP BY window_start, window_end, k LATE ROWS TO {late} "
+                             "EMIT WITH TRIGGER AFTER WATERMARK EARLY EVERY 2 ROWS DISCARDING"),
+    "cumulate_distinct": ("SELECT window_start, window_end, COUNT(DISTINCT k) AS keys "
+                          "FROM CUMULATE(TABLE {s}, DESCRIPTOR(ts), INTERVAL 5 SECONDS, INTERVAL 20 SECONDS) "
+                          "GROUP BY window_start, window_end LATE ROWS TO {late}"),
+    "global_every": ("SELECT k, SUM(v) AS s FROM {s} GROUP BY k "
+                     "EMIT WITH TRIGGER REPEATEDLY AFTER COUNT 2 UNTIL AFTER COUNT 5 LATE ROWS TO {late}"),
+    "topn": ("SELECT * FROM (SELECT window_start, window_end, k, v, ROW_NUMBER() OVER (PARTITION BY window_start, "
+             "window_end ORDER BY v DESC, k) AS rn FROM TUMBLE(TABLE {s}, DESCRIPTOR(ts), INTERVAL 10 SECONDS)) "
+             "WHERE rn <= 2"),
+}
+
+
+def rows_of(df) -> list[tuple]:
+    """Sorted rows; NULLs (an empty pane's MAX, a global window's bounds) sort first."""
+    return sorted((tuple(r) for r in df.collect()),
+                  key=lambda row: tuple((False, v) if v is not None else (True, 0) for v in row))
+
+
+def _table(spark, rows: list[tuple], name: str) -> None:
+    spark.createDataFrame(rows, "k string, v int, ts timestamp, mb int, seq int").createOrReplaceTempView(name)
+
+
+def _both(spark, monkeypatch, table: str, query: str, delay: int = 2) -> tuple:
+    """(planned panes, planned late rows, stepped panes, stepped late rows) for ``query`` over ``table``."""
+    results = []
+    for planned in (True, False):
+        stream = f"{table}_{'p' if planned else 's'}"
+        sqlwin.sql(spark, f"CREATE STREAM {stream} FROM TABLE {table} ARRIVAL ORDER BY seq MICRO BATCH BY mb "
+                          f"WATERMARK FOR ts AS ts - INTERVAL {delay} SECONDS")
+        with monkeypatch.context() as m:
+            if not planned:
+                m.setattr(replay_module.PlannedReplay, "plannable", lambda self, numbered: False)
+            late = f"{stream}_late"
+            panes = rows_of(sqlwin.sql(spark, query.format(s=stream, late=late)))
+            late_rows = rows_of(spark.table(late)) if "{late}" in query else []
+        results += [panes, late_rows]
+    return tuple(results)
+
+
+def at(s: float) -> dt.datetime:
+    return T + dt.timedelta(seconds=s)
+
+
+# micro-batch keys out of arrival order, a NULL micro-batch key (its rows form one micro-batch, arriving
+# with its first row), ties in time, rows on window boundaries, a NULL time, late and dropped rows
+ROWS = [("a", 1, at(1), 0, 0), ("b", 2, at(10), 0, 1), ("a", 3, at(10), 0, 2), ("a", 4, at(14), 5, 3),
+        ("b", 5, at(3), 5, 4), ("a", 6, None, 2, 5), ("a", 7, at(29), 2, 6), ("b", 8, at(9), None, 7),
+        ("b", 9, at(20), None, 8), ("a", 10, at(5), 9, 9), ("a", 11, at(40), 9, 10), ("b", 12, at(31), 11, 11)]
+
+
+@pytest.mark.parametrize("name", sorted(QUERIES))
+def test_planned_replay_equals_stepped_replay(spark, monkeypatch, name):
+    _table(spark, ROWS, f"pr_{name}")
+    planned, planned_late, stepped, stepped_late = _both(spark, monkeypatch, f"pr_{name}", QUERIES[name])
+    assert planned == stepped
+    assert planned_late == stepped_late
+    assert planned  # every query fires panes on these rows
+
+
+def test_null_micro_batch_key_rows_are_not_lost(spark):
+    """Every row is in a pane or in the late rows: the rows whose MICRO BATCH BY key is NULL included."""
+    _table(spark, ROWS, "pr_nulls")
+    sqlwin.sql(spark, "CREATE STREAM pr_nulls_s FROM TABLE pr_nulls ARRIVAL ORDER BY seq MICRO BATCH BY mb "
+                      "WATERMARK FOR ts AS ts - INTERVAL 100 SECONDS")
+    panes = sqlwin.sql(spark, "SELECT k, COUNT(*) AS c FROM pr_nulls_s GROUP BY k "
+                              "EMIT WITH TRIGGER AFTER COUNT 100 LATE ROWS TO pr_nulls_late").collect()
+    assert {r.k: r.c for r in panes} == {"a": 7, "b": 5}  # the global window's expiry pane holds every row
+    assert spark.table("pr_nulls_late").count() == 0
+
+
+@st.composite
+def tables(draw) -> list[tuple]:
+    n = draw(st.integers(1, 25))
+    rows = []
+    for seq in range(n):
+        seconds = draw(st.one_of(st.none(), st.integers(0, 40)))
+        rows.append((draw(st.sampled_from("abc")), draw(st.integers(-5, 20)),
+                     None if seconds is None else at(seconds), draw(st.integers(0, 6)), seq))
+    return rows
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=tables(), name=st.sampled_from(["tumble_lateness", "hop_early_discarding", "global_every"]),
+       delay=st.integers(0, 6))
+def test_planned_equals_stepped_on_generated_tables(spark, monkeypatch, rows, name, delay):
+    _table(spark, rows, "pr_gen")
+    planned, planned_late, stepped, stepped_late = _both(spark, monkeypatch, "pr_gen", QUERIES[name], delay)
+    assert planned == stepped
+    assert planned_late == stepped_late
