@@ -3,24 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from sqlwin.pipeline import compile_statement, execute_statement, split_statements
+from sqlwin.results import StatementResult
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+__all__ = ["PLANS", "TARGETS", "StatementResult", "register", "rewrite", "run_script", "sql"]
+
 TARGETS = ("spark", "duckdb")
 PLANS = ("auto", "udtf")
-
-
-@dataclass
-class StatementResult:
-    """The outcome of one statement of a script: a DataFrame to show, or a message."""
-
-    statement: str  # the statement text as written
-    dataframe: DataFrame | None = None
-    message: str | None = None
-    rewritten: str | None = None  # the Spark SQL that ran, when sqlwin rewrote it
 
 
 def register(spark: SparkSession) -> None:
@@ -37,15 +31,11 @@ def rewrite(text: str, target: str = "spark", *, catalog: Any = None, plan: str 
     ``{table: {column: spark_type}}``); without one, type checks that need a schema are skipped
     and count windows cannot be planned.
     """
-    from sqlwin.pipeline import compile_statement
-
     return compile_statement(text, target=target, catalog=catalog, plan=plan).sql
 
 
 def sql(spark: SparkSession, text: str, *, plan: str = "auto") -> DataFrame:
     """Run one sqlwin statement on ``spark`` and return its DataFrame."""
-    from sqlwin.pipeline import execute_statement
-
     result = execute_statement(spark, text, plan=plan)
     if result.dataframe is None:
         return spark.createDataFrame([(result.message or "OK",)], "result string")
@@ -54,7 +44,5 @@ def sql(spark: SparkSession, text: str, *, plan: str = "auto") -> DataFrame:
 
 def run_script(spark: SparkSession, text: str, *, plan: str = "auto") -> Iterator[StatementResult]:
     """Run every statement of a script in order, yielding each result as it completes."""
-    from sqlwin.pipeline import execute_statement, split_statements
-
     for statement in split_statements(text):
         yield execute_statement(spark, statement, plan=plan)

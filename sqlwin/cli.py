@@ -1,8 +1,8 @@
 """The ``sqlwin`` command line: run sqlwin SQL files on an embedded Spark, show rewrites, serve.
 
 A thin layer over :mod:`sqlwin.api` / :mod:`sqlwin.pipeline`: it splits a script into
-statements, runs each, renders DataFrames as tables and turns every error into one readable
-message with its position in the file (exit status 1, never a traceback).
+statements, runs each, and turns every error into one readable message with its position in the
+file (exit status 1, never a traceback); :mod:`sqlwin.display` prints tables, SQL and errors.
 """
 
 from __future__ import annotations
@@ -15,13 +15,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sqlwin.display import (
+    consoles,
+    note,
+    pretty_sql,
+    print_sql,
+    render_summary,
+    report_failure,
+    report_sqlwin_error,
+    show_result,
+    spark_error_message,
+    strip_comments,
+    summarize,
+)
 from sqlwin.errors import SqlwinError
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
     from rich.console import Console
 
-    from sqlwin.api import StatementResult
+    from sqlwin.results import StatementResult
 
 DESCRIPTION = "Flink/Beam/Storm streaming-window SQL on Apache Spark."
 EPILOG = """examples:
@@ -37,7 +50,6 @@ A file may name its own folder as ${sqlwin.file_dir}, e.g. path '${sqlwin.file_d
 (Spark expands it from the session conf; for -e SQL it is the current folder).
 """
 FILE_DIR_CONF = "sqlwin.file_dir"
-SUMMARY_WIDTH = 72
 
 
 class Failed(Exception):
@@ -194,7 +206,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             if not runs:
                 raise SqlwinError(f"nothing to draw: {path} has no query over a replay stream")
             plotting.draw([plotting.picture(spark, run, args.value) for run in runs], args.plot)
-        out.print(f"panes drawn to {args.plot}", style="dim", markup=False, highlight=False)
+        note(out, f"panes drawn to {args.plot}")
     return 0
 
 
@@ -334,34 +346,10 @@ class Runner:
     def guard(self, source: Source, start: tuple[int, int] | None, statement: str = "") -> Any:
         return _Guard(self.err, source, start, statement=statement)
 
-    # -- rendering ------------------------------------------------------------------------------
     def show(self, result: StatementResult, start: tuple[int, int] | None) -> None:
         where = f"line {start[0] + 1 + leading_lines(result.statement)}" if start else "statement"
-        head = summarize(result.statement)
-        explain = re.match(r"EXPLAIN\b", head, re.IGNORECASE)
-        if self.show_rewrite and result.rewritten and not explain:
-            self.out.print(f"-- {where}: {head}, rewritten:", style="dim", markup=False, highlight=False)
-            print_sql(self.out, pretty_sql(result.rewritten) + "\n")
-        df = result.dataframe
-        if explain:
-            self.out.print(f"-- {where}: {head}", style="dim", markup=False, highlight=False)
-            text = result.message if df is None else "\n".join(str(r[0]) for r in df.collect())
-            if re.match(r"EXPLAIN\s+REWRITE\b", head, re.IGNORECASE):
-                print_sql(self.out, pretty_sql(text or "") + ";\n")
-            else:
-                self.out.print(text or "", markup=False, highlight=False)
-            return
-        if df is not None and df.columns and not df.isStreaming:
-            self.out.print(f"-- {where}: {head}", style="dim", markup=False, highlight=False)
-            df = in_micro_batch_order(df)
-            with self.progress_line():
-                rows, total = fetch(df, self.max_rows)
-            emit(self.out, result_table(df, rows))
-            self.out.print(row_count(len(rows), total), style="dim", markup=False, highlight=False)
-            return
-        status = result.message or "OK"
-        self.out.print(f"{status}: {head}" if status == "OK" else status, style="dim",
-                       markup=False, highlight=False)
+        show_result(self.out, result, where, max_rows=self.max_rows, show_rewrite=self.show_rewrite,
+                    busy=self.progress_line)
 
 
 class _Guard:
@@ -381,28 +369,16 @@ class _Guard:
         if os.environ.get("SQLWIN_DEBUG"):
             return False
         if isinstance(exc, SqlwinError):
-            report_sqlwin_error(self.err, self.source, self.start, exc, self.hint(exc) if self.hint else None)
+            report_sqlwin_error(self.err, self.source.name, self.source.text, self.start, exc,
+                                self.hint(exc) if self.hint else None)
         else:
             line = f":{self.start[0] + 1 + leading_lines(self.statement)}" if self.start else ""
             where = f"{self.source.name}{line}" + (f": {summarize(self.statement)}" if self.statement else "")
-            self.err.print(f"error: {spark_error_message(exc)}", markup=False, highlight=False)
-            self.err.print(f" --> {where}", style="dim", markup=False, highlight=False)
+            report_failure(self.err, exc, where)
         raise Failed from None
 
 
 # ---------------------------------------------------------------------------------- helpers
-def consoles() -> tuple[Console, Console]:
-    """(stdout, stderr) rich consoles; off a terminal they never wrap or colour."""
-    from rich.console import Console
-
-    def make(stream: Any, stderr: bool) -> Console:
-        tty = stream.isatty()
-        return Console(stderr=stderr, highlight=False, width=None if tty else 100_000,
-                       no_color=not tty or None)
-
-    return make(sys.stdout, False), make(sys.stderr, True)
-
-
 def statement_starts(text: str, statements: list[str]) -> list[tuple[int, int] | None]:
     """The 0-based (line, col) in ``text`` where each statement's own line 1, col 1 lies."""
     starts: list[tuple[int, int] | None] = []
@@ -423,192 +399,7 @@ def statement_starts(text: str, statements: list[str]) -> list[tuple[int, int] |
     return starts
 
 
-def report_sqlwin_error(err: Console, source: Source, start: tuple[int, int] | None,
-                        exc: SqlwinError, hint: str | None = None) -> None:
-    """``error: line N, col M: message`` in file coordinates, then the source line and a caret."""
-    if exc.line is None:
-        where = f" --> {source.name}" + (f":{start[0] + 1}" if start else "")
-        err.print(f"error: {exc.message}", markup=False, highlight=False)
-        err.print(where, style="dim", markup=False, highlight=False)
-    else:
-        line, col = exc.line, exc.col or 1
-        if start is not None:
-            col = col + start[1] if line == 1 else col
-            line = line + start[0]
-        err.print(f"error: line {line}, col {col}: {exc.message}", markup=False, highlight=False)
-        lines = source.text.splitlines()
-        gutter = " " * len(str(line))
-        err.print(f"{gutter}--> {source.name}:{line}:{col}", style="dim", markup=False, highlight=False)
-        if 0 < line <= len(lines):
-            err.print(f"{line} | {lines[line - 1]}", markup=False, highlight=False)
-            err.print(f"{gutter} | {' ' * (col - 1)}^", style="bold red", markup=False, highlight=False)
-    if hint:
-        err.print(f"hint: {hint}", style="dim", markup=False, highlight=False)
-
-
-def spark_error_message(exc: BaseException) -> str:
-    """One or two lines saying what Spark (or anything else) rejected, without the JVM stack."""
-    text = ""
-    get_message = getattr(exc, "getMessage", None)
-    if callable(get_message):
-        try:
-            text = get_message() or ""
-        except Exception:
-            text = ""
-    if not text and hasattr(exc, "java_exception"):  # a raw Py4JJavaError
-        try:
-            text = str(exc.java_exception.toString())
-        except Exception:
-            text = ""
-    text = text or str(exc) or type(exc).__name__
-    if type(exc).__name__ == "PythonException":  # a UDF failed: its last traceback line says why
-        errors = [ln for ln in text.splitlines() if re.match(r"\s*\w+(Error|Exception)\b", ln)]
-        text = errors[-1].strip() if errors else text
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    first = lines[0] if lines else text
-    first = re.sub(r";\s*$", "", first)
-    if not type(exc).__module__.startswith(("pyspark", "py4j")):
-        return f"{type(exc).__name__}: {first} (set SQLWIN_DEBUG=1 for the traceback)"
-    return first
-
-
 def leading_lines(statement: str) -> int:
     """How many lines of comments and blanks come before the statement's first token."""
     lead = re.match(r"(?:\s+|--[^\n]*|/\*.*?\*/)*", statement, re.DOTALL)
     return statement.count("\n", 0, lead.end()) if lead else 0
-
-
-def strip_comments(statement: str) -> str:
-    """``statement`` without its comments (naive about quotes: for display and keyword checks)."""
-    return re.sub(r"--[^\n]*", " ", re.sub(r"/\*.*?\*/", " ", statement, flags=re.DOTALL))
-
-
-def summarize(statement: str) -> str:
-    """The statement on one line without comments, cut to ``SUMMARY_WIDTH`` characters."""
-    text = " ".join(strip_comments(statement).split())
-    return text if len(text) <= SUMMARY_WIDTH else text[: SUMMARY_WIDTH - 1].rstrip() + "…"
-
-
-def fetch(df: DataFrame, max_rows: int) -> tuple[list[Any], int]:
-    """Up to ``max_rows`` rows of ``df`` (all when 0) and the total row count."""
-    if max_rows <= 0:
-        rows = df.collect()
-        return rows, len(rows)
-    rows = df.limit(max_rows + 1).collect()
-    if len(rows) <= max_rows:
-        return rows, len(rows)
-    return rows[:max_rows], df.count()
-
-
-def in_micro_batch_order(df: DataFrame) -> DataFrame:
-    """Replay panes (and late rows) in the order they were emitted: by ``micro_batch``, then by window.
-
-    A replay returns its panes as a table whose order Spark does not keep, and its ORDER BY runs inside
-    each micro-batch (as in a streaming table); printing them in micro-batch order reads as a timeline."""
-    from pyspark.sql.types import ArrayType, MapType, StructType
-
-    if "micro_batch" not in df.columns or not ({"pane_timing", "reason"} & set(df.columns)):
-        return df
-    first = ["micro_batch", *(c for c in ("window_start", "window_end", "pane_index") if c in df.columns)]
-    rest = [f.name for f in df.schema.fields if f.name not in first
-            and not isinstance(f.dataType, (ArrayType, MapType, StructType))]
-    return df.orderBy(*first, *rest)
-
-
-def format_value(value: Any) -> str:
-    """A cell as Flink/Spark SQL clients print it: NULL, 2020-04-15 08:05:00, 4.00, true."""
-    import datetime as dt
-
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, dt.datetime):
-        micros = value.microsecond
-        if micros == 0:
-            return value.strftime("%Y-%m-%d %H:%M:%S")
-        if micros % 1000 == 0:
-            return value.strftime("%Y-%m-%d %H:%M:%S.") + f"{micros // 1000:03d}"
-        return value.strftime("%Y-%m-%d %H:%M:%S.%f")
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    if isinstance(value, (bytes, bytearray)):
-        return value.hex()
-    return str(value)
-
-
-def row_count(shown: int, total: int) -> str:
-    if total > shown:
-        return f"({total} rows, {total - shown} more not shown: see --max-rows)"
-    return f"({total} row{'s' if total != 1 else ''})"
-
-
-def emit(console: Console, renderable: Any) -> None:
-    """Print ``renderable``; off a terminal, without the trailing blanks rich pads lines with."""
-    if console.is_terminal:
-        console.print(renderable)
-        return
-    with console.capture() as captured:
-        console.print(renderable)
-    console.file.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
-    console.file.flush()
-
-
-def result_table(df: DataFrame, rows: list[Any]) -> Any:
-    from pyspark.sql.types import NumericType
-    from rich import box
-    from rich.table import Table
-
-    table = Table(box=box.ROUNDED, show_edge=False, pad_edge=False, header_style="bold")
-    for field in df.schema.fields:
-        table.add_column(field.name, justify="right" if isinstance(field.dataType, NumericType) else "left",
-                         no_wrap=True)
-    for row in rows:
-        table.add_row(*(format_value(v) for v in row))
-    return table
-
-
-def pretty_sql(sql: str, target: str = "spark") -> str:
-    """``sql`` pretty-printed by sqlglot when it parses, else as given."""
-    try:
-        import sqlglot
-
-        return ";\n".join(sqlglot.transpile(sql, read=target, write=target, pretty=True, comments=False))
-    except Exception:
-        return sql.strip()
-
-
-def print_sql(console: Console, sql: str) -> None:
-    """SQL, syntax-highlighted on a terminal, verbatim otherwise."""
-    if console.is_terminal:
-        from rich.syntax import Syntax
-
-        console.print(Syntax(sql.rstrip("\n"), "sql", theme="ansi_dark", background_color="default",
-                             word_wrap=True))
-    else:
-        console.file.write(sql if sql.endswith("\n") else sql + "\n")
-        console.file.flush()
-
-
-def render_summary(console: Console, summary: Any) -> None:
-    """A generic table for what ``run_models`` returns (objects, dicts, or a message)."""
-    import dataclasses
-
-    from rich import box
-    from rich.table import Table
-
-    items = summary if isinstance(summary, (list, tuple)) else getattr(summary, "models", None)
-    if not items:
-        console.print(str(summary) if summary is not None else "OK", markup=False, highlight=False)
-        return
-    records = [dataclasses.asdict(i) if dataclasses.is_dataclass(i) else
-               (dict(i) if isinstance(i, dict) else {"model": str(i)}) for i in items]
-    columns = list(dict.fromkeys(k for r in records for k in r))
-    table = Table(box=box.ROUNDED, show_edge=False, pad_edge=False, header_style="bold")
-    for column in columns:
-        table.add_column(column, no_wrap=True)
-    for record in records:
-        table.add_row(*(f"{v:.2f}" if isinstance(v, float) else format_value(v)
-                        for v in (record.get(c) for c in columns)))
-    emit(console, table)
-    console.print(f"({len(records)} models)", style="dim", markup=False, highlight=False)

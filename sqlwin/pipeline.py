@@ -10,13 +10,13 @@ from sqlglot import exp
 from sqlglot.tokens import TokenType
 
 from sqlwin import diagnostics, dialect
-from sqlwin.api import StatementResult
 from sqlwin.backends.base import WindowCompiler
 from sqlwin.errors import SqlwinError
 from sqlwin.plan import statements as st
 from sqlwin.plan.windows import Column, WindowSpec
 from sqlwin.planner import plan_statement
 from sqlwin.planner.catalog import Catalog, SparkCatalog, as_catalog
+from sqlwin.results import StatementResult
 
 
 @dataclass

@@ -51,22 +51,31 @@ def base_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run_json(script: str, env: Mapping[str, str], cwd: Path, timeout: float,
-             args: Sequence[str] = ()) -> dict[str, Any]:
-    """Run ``script`` with this interpreter; it must print one line ``RESULT <json>``, which is returned."""
-    path = cwd / "driver.py"
-    path.write_text(script)
-    # its own process group, so a timeout also ends the JVM and Python workers it started
-    proc = subprocess.Popen(["nice", "-n", "5", sys.executable, str(path), *args], cwd=cwd, env=dict(env),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+def run_process(cmd: Sequence[str], env: Mapping[str, str], cwd: Path, timeout: float,
+                nice: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run ``cmd`` to its end in its own process group, so a timeout also ends the JVM and Python
+    workers it started (then fails with the tail of its output)."""
+    cmd = ["nice", "-n", "5", *cmd] if nice else list(cmd)
+    proc = subprocess.Popen(cmd, cwd=cwd, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         stdout, stderr = proc.communicate()
-        raise AssertionError(f"timed out after {timeout} s\nstdout:\n{stdout[-3000:]}\n"
+        raise AssertionError(f"{cmd[:4]} timed out after {timeout} s\nstdout:\n{stdout[-3000:]}\n"
                              f"stderr:\n{stderr[-6000:]}") from None
-    for line in stdout.splitlines():
+    return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
+
+
+def run_json(script: str, env: Mapping[str, str], cwd: Path, timeout: float,
+             args: Sequence[str] = ()) -> dict[str, Any]:
+    """Run ``script`` with this interpreter; it must print one line ``RESULT <json>``, which is returned."""
+    path = cwd / "driver.py"
+    path.write_text(script)
+    done = run_process([sys.executable, str(path), *args], env, cwd, timeout, nice=True)
+    for line in done.stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[len("RESULT "):])
-    raise AssertionError(f"no RESULT (exit {proc.returncode})\nstdout:\n{stdout[-3000:]}\nstderr:\n{stderr[-6000:]}")
+    raise AssertionError(f"no RESULT (exit {done.returncode})\nstdout:\n{done.stdout[-3000:]}\n"
+                         f"stderr:\n{done.stderr[-6000:]}")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from sqlwin import cli
+from sqlwin import cli, display
 from sqlwin.errors import SqlwinError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -97,8 +97,7 @@ def test_statement_starts_map_statements_back_to_the_file():
 def test_error_positions_are_shifted_to_the_file():
     out = io.StringIO()
     err = Console(file=out, width=200, no_color=True)
-    source = cli.Source("f.sql", "SELECT 1; SELECT oops(\n  x)", ".")
-    cli.report_sqlwin_error(err, source, (0, 10), SqlwinError("bad call", 1, 8))
+    display.report_sqlwin_error(err, "f.sql", "SELECT 1; SELECT oops(\n  x)", (0, 10), SqlwinError("bad call", 1, 8))
     assert out.getvalue().splitlines()[0] == "error: line 1, col 18: bad call"
     assert out.getvalue().splitlines()[3] == "  |                  ^"
 
@@ -107,11 +106,11 @@ def test_cells_print_like_sql_clients():
     import datetime as dt
     from decimal import Decimal
 
-    assert cli.format_value(None) == "NULL"
-    assert cli.format_value(Decimal("11.00")) == "11.00"
-    assert cli.format_value(dt.datetime(2020, 4, 15, 8, 9, 59, 999000)) == "2020-04-15 08:09:59.999"
-    assert cli.format_value(dt.datetime(2020, 4, 15, 8, 0)) == "2020-04-15 08:00:00"
-    assert cli.format_value(True) == "true"
+    assert display.format_value(None) == "NULL"
+    assert display.format_value(Decimal("11.00")) == "11.00"
+    assert display.format_value(dt.datetime(2020, 4, 15, 8, 9, 59, 999000)) == "2020-04-15 08:09:59.999"
+    assert display.format_value(dt.datetime(2020, 4, 15, 8, 0)) == "2020-04-15 08:00:00"
+    assert display.format_value(True) == "true"
 
 
 # ---------------------------------------------------------------------------- in-process runner

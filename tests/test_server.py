@@ -1,7 +1,8 @@
 """`sqlwin serve` end to end: a real server process, real beeline and pyhive clients, no mocks.
 
-One server (started through the CLI, ``python -m sqlwin serve``) is shared by this module and
-tests/test_dbt.py; a second one with authentication is started only for the auth test.
+One server (started through the CLI, ``python -m sqlwin serve``) is shared by this module,
+tests/test_dbt.py and tests/test_install_extras.py (tests/servertools.py); a second one with
+authentication is started only for the auth test.
 Expected rows are worked out by hand from Apache Flink's Bid example (see bench/server.py).
 """
 
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from sqlwin.server import ServerProcess, compile_java, main
+from tests.servertools import shared_server
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,16 +40,6 @@ def _load_bench():
 bench = _load_bench()
 
 WINDOW_QUERIES = ("tumble", "hop", "session", "rows3")
-
-
-def shared_server(config: pytest.Config) -> ServerProcess:
-    """One `sqlwin serve` per pytest run, kept on the config so tests/test_dbt.py shares it."""
-    server = getattr(config, "_sqlwin_server", None)
-    if server is None:
-        server = ServerProcess().start()
-        config.add_cleanup(server.stop)
-        config._sqlwin_server = server
-    return server
 
 
 @pytest.fixture(scope="session")

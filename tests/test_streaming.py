@@ -107,6 +107,37 @@ def test_native_path_default_emission(spark, env):
     assert sqlwin.sql(spark, "SHOW STREAMING TABLES").collect()[0].status == "stopped"
 
 
+def test_native_sql_reads_every_bound_from_the_window_struct(spark):
+    """The native path groups by window()'s struct and reads window_start/end/time from it in the SELECT list,
+    HAVING and ORDER BY (not inside aggregates, which read the rows): over a table, its SQL returns the batch
+    query's rows (what Spark's streaming aggregation does per micro-batch is the other tests' business)."""
+    from sqlwin.pipeline import parse_single
+    from sqlwin.planner import plan_statement
+    from sqlwin.streaming.native import native_sql
+    from sqlwin.streaming.shape import analyse
+
+    def plan(text: str):
+        return plan_statement(parse_single(text), None, text=text)
+
+    spark.createDataFrame([("a", 1, at(1)), ("a", 2, at(5)), ("b", 3, at(7)), ("a", 4, at(12)), ("b", 5, at(31))],
+                          "k string, v int, ts timestamp").createOrReplaceTempView("native_rows")
+    stream = plan("CREATE STREAM native_s (k STRING, v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts) "
+                  "USING json OPTIONS (path '/nowhere')")
+    query = ("SELECT w.window_start, window_time + INTERVAL 1 SECOND AS t, k, SUM(v) AS s, MIN(window_start) AS m "
+             "FROM HOP(TABLE {src}, DESCRIPTOR(ts), INTERVAL 10 SECONDS, INTERVAL 20 SECONDS) w "
+             "GROUP BY window_start, window_end, k HAVING window_end > TIMESTAMP'2024-01-01 00:00:20' "
+             "ORDER BY window_time DESC, k")
+    native = native_sql(analyse(plan(query.format(src="native_s")), {"native_s": stream}), "native_rows")
+    assert "GROUP BY k, w.__w" in native
+    rows = [tuple(r) for r in spark.sql(native).collect()]
+    batch = [(*r, 0, "ON_TIME", True) for r in sqlwin.sql(spark, query.format(src="native_rows")).collect()]
+    # windows [0, 20) [10, 30) [20, 40) [30, 50); HAVING keeps those ending after 00:20, latest first
+    assert rows == batch == [
+        (at(30), at(50) - dt.timedelta(milliseconds=1) + dt.timedelta(seconds=1), "b", 5, at(30), 0, "ON_TIME", True),
+        (at(20), at(40) - dt.timedelta(milliseconds=1) + dt.timedelta(seconds=1), "b", 5, at(20), 0, "ON_TIME", True),
+        (at(10), at(30) - dt.timedelta(milliseconds=1) + dt.timedelta(seconds=1), "a", 4, at(10), 0, "ON_TIME", True)]
+
+
 def test_query_over_a_stream_needs_a_streaming_table(spark, env):
     s, _ = env
     with pytest.raises(SqlwinError, match="CREATE STREAMING TABLE"):

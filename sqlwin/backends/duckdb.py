@@ -12,21 +12,21 @@ Every form is one query whose CTEs carry helper columns named ``__sw_*`` (micros
 the epoch; TIMESTAMP and TIMESTAMP_NTZ both map to DuckDB TIMESTAMP read as UTC wall clock)
 and whose last step yields ``__sw_ws``/``__sw_we`` (and ``__sw_idx``); one final projection
 turns them into ``window_start``, ``window_end``, ``window_time`` (and ``window_index``).
-Templates are parsed once; ``:name`` placeholders are replaced by sqlglot nodes, never by text.
+Templates are filled by ``sqlbuild.fill`` (parsed once; ``:name`` placeholders become sqlglot nodes).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import cache
 
-import sqlglot
 from sqlglot import exp
 
 from sqlwin.backends.base import WindowCompiler
+from sqlwin.backends.sqlbuild import col, fill, num
 from sqlwin.errors import SqlwinError
 from sqlwin.plan.windows import CountForm, Rows, WindowKind, WindowSpec
 
+D = "duckdb"
 DEFAULT_ALIAS = "__sw_window"
 
 # ------------------------------------------------------------------------------- templates
@@ -149,43 +149,6 @@ _SESSION_MAX_HELPERS = ("__sw_us", "__sw_end", "__sw_pid", "__sw_rn", "__sw_s", 
                         "__sw_ws", "__sw_we")
 
 
-@cache
-def _template(sql: str) -> exp.Expr:
-    return sqlglot.parse_one(sql, read="duckdb")
-
-
-def _fill(sql: str, **values: exp.Expr) -> exp.Expr:
-    """A fresh copy of the template with each ``:name`` (or ``FROM :name``) replaced by a copy of
-    ``values[name]``: a query becomes a subquery (a CTE body stays bare), an operator inside an
-    operator is parenthesized. (Unlike ``sqlbuild.fill``, placeholders may stand for a FROM
-    source or a CTE body, which the multi-step templates here need.)"""
-
-    def sub(node: exp.Expr) -> exp.Expr:
-        if isinstance(node, exp.Table) and isinstance(node.this, exp.Placeholder):
-            value = values[node.this.name]
-            if isinstance(value, exp.Query):  # a nested query in FROM: parenthesize and alias it
-                return value.subquery(node.alias or f"__sw_{node.this.name}", copy=True)
-            return value.copy()
-        if isinstance(node, exp.Placeholder) and node.name in values:
-            value = values[node.name]
-            if isinstance(value, exp.Query) and not isinstance(node.parent, exp.CTE):
-                return value.subquery(copy=True)
-            if isinstance(value, (exp.Binary, exp.Unary)) and isinstance(node.parent, (exp.Binary, exp.Unary)):
-                return exp.paren(value.copy(), copy=False)  # an operand keeps its own precedence
-            return value.copy()
-        return node
-
-    return _template(sql).transform(sub)
-
-
-def _num(value: int) -> exp.Expr:
-    return exp.Literal.number(value)
-
-
-def _col(name: str) -> exp.Column:
-    return exp.column(exp.to_identifier(name, quoted=True))
-
-
 # ------------------------------------------------------------------------------- compiler
 
 
@@ -208,9 +171,9 @@ class DuckDBCompiler(WindowCompiler):
                 WindowKind.SESSION: self._session,
             }[spec.kind]
             inner, helpers = builder(spec)
-        final = _fill(_FINAL, body=inner)
+        final = fill(_FINAL, D, body=inner)
         if spec.relation.columns is not None:
-            columns: list[exp.Expr] = [_col(c.name) for c in spec.relation.columns]
+            columns: list[exp.Expr] = [col(c.name) for c in spec.relation.columns]
         else:
             columns = [exp.Star(except_=[exp.to_identifier(h) for h in helpers])]
         if form is not None:
@@ -235,70 +198,70 @@ class DuckDBCompiler(WindowCompiler):
     def _partition_id(self, spec: WindowSpec) -> exp.Expr:
         """Sessions and count windows are per partition; time windows ignore PARTITION BY."""
         if not spec.partition_by or not (spec.kind is WindowKind.SESSION or spec.is_count_based):
-            return _num(0)
-        order = [exp.Ordered(this=_col(k), nulls_first=True) for k in spec.partition_by]
+            return num(0)
+        order = [exp.Ordered(this=col(k), nulls_first=True) for k in spec.partition_by]
         return exp.Window(this=exp.DenseRank(), order=exp.Order(expressions=order))
 
     def _base(self, spec: WindowSpec) -> exp.Expr:
-        return _fill(_BASE, ts=_col(spec.time_col), pid=self._partition_id(spec), src=self._source(spec))
+        return fill(_BASE, D, ts=col(spec.time_col), pid=self._partition_id(spec), src=self._source(spec))
 
     def _bucket(self, spec: WindowSpec, x: exp.Expr, width: int) -> exp.Expr:
-        return _fill(_BUCKET, x=x, w=_num(width), offset=_num(spec.offset))
+        return fill(_BUCKET, D, x=x, w=num(width), offset=num(spec.offset))
 
     # -- time forms -----------------------------------------------------------------------------
     def _tumble(self, spec: WindowSpec) -> tuple[exp.Expr, tuple[str, ...]]:
         size = _extent(spec, spec.size)
         bucket = self._bucket(spec, exp.column("__sw_us"), size)
-        return _fill(_TUMBLE, base=self._base(spec), bucket=bucket, size=_num(size)), _TIME_HELPERS
+        return fill(_TUMBLE, D, base=self._base(spec), bucket=bucket, size=num(size)), _TIME_HELPERS
 
     def _hop(self, spec: WindowSpec) -> tuple[exp.Expr, tuple[str, ...]]:
         size, slide = _extent(spec, spec.size), _extent(spec, spec.slide)
         us = exp.column("__sw_us")
-        first = self._bucket(spec, exp.Sub(this=us, expression=_num(size)), slide)
+        first = self._bucket(spec, exp.Sub(this=us, expression=num(size)), slide)
         last = self._bucket(spec, us.copy(), slide)
-        query = _fill(_HOP, base=self._base(spec), first=first, last=last, slide=_num(slide), size=_num(size))
+        query = fill(_HOP, D, base=self._base(spec), first=first, last=last, slide=num(slide), size=num(size))
         return query, _TIME_HELPERS
 
     def _cumulate(self, spec: WindowSpec) -> tuple[exp.Expr, tuple[str, ...]]:
         size, step = _extent(spec, spec.size), _extent(spec, spec.step)
         us = exp.column("__sw_us")
-        query = _fill(_CUMULATE, base=self._base(spec), start=self._bucket(spec, us, size),
-                      step_start=self._bucket(spec, us.copy(), step), size=_num(size), step=_num(step))
+        query = fill(_CUMULATE, D, base=self._base(spec), start=self._bucket(spec, us, size),
+                      step_start=self._bucket(spec, us.copy(), step), size=num(size), step=num(step))
         return query, _TIME_HELPERS
 
     def _session(self, spec: WindowSpec) -> tuple[exp.Expr, tuple[str, ...]]:
-        ts = _col(spec.time_col)
+        ts = col(spec.time_col)
         us = exp.Anonymous(this="EPOCH_US", expressions=[ts.copy()])
         if isinstance(spec.gap, exp.Expr):  # dynamic: add the row's INTERVAL to its (UTC) time
             at = exp.Anonymous(this="MAKE_TIMESTAMP", expressions=[us])
             end: exp.Expr = exp.Anonymous(
                 this="EPOCH_US", expressions=[exp.Add(this=at, expression=exp.paren(spec.gap.copy()))])
         elif isinstance(spec.gap, int):
-            end = exp.Add(this=us, expression=_num(spec.gap))
+            end = exp.Add(this=us, expression=num(spec.gap))
         else:
             raise SqlwinError.at(spec.node, "SESSION needs a gap")
         values = {"ts": ts, "end": end, "pid": self._partition_id(spec), "src": self._source(spec)}
         if spec.max_duration is None:
-            return _fill(_SESSION, **values), _SESSION_HELPERS
-        return _fill(_SESSION_MAX, maxd=_num(spec.max_duration), **values), _SESSION_MAX_HELPERS
+            return fill(_SESSION, D, **values), _SESSION_HELPERS
+        return fill(_SESSION_MAX, D, maxd=num(spec.max_duration), **values), _SESSION_MAX_HELPERS
 
     # -- count forms ----------------------------------------------------------------------------
     def _count_window(self, spec: WindowSpec, form: CountForm) -> exp.Expr:
-        numbered = _fill(_NUMBERED, base=self._base(spec), rn=self._row_number(spec))
+        numbered = fill(_NUMBERED, D, base=self._base(spec), rn=self._row_number(spec))
         if form is CountForm.TUMBLE_ROWS:
-            tail = _fill(_TUMBLE_ROWS, n=_num(_rows(spec, spec.size)))
+            tail = fill(_TUMBLE_ROWS, D, n=num(_rows(spec, spec.size)))
         elif form is CountForm.HOP_ROWS_ROWS:
-            tail = _fill(_HOP_ROWS_ROWS, m=_num(_rows(spec, spec.slide)), n=_num(_rows(spec, spec.size)))
+            tail = fill(_HOP_ROWS_ROWS, D, m=num(_rows(spec, spec.slide)), n=num(_rows(spec, spec.size)))
         elif form is CountForm.HOP_ROWS_TIME:
             d = _extent(spec, spec.size)
-            tail = _fill(_HOP_ROWS_TIME, m=_num(_rows(spec, spec.slide)), d=_num(d), reach=_num(abs(d - 1000)))
+            tail = fill(_HOP_ROWS_TIME, D, m=num(_rows(spec, spec.slide)), d=num(d), reach=num(abs(d - 1000)))
             if d < 1000:  # ts_r + d - 1 ms is before ts_r: a window shorter than 1 ms holds no row
                 frame = next(f for f in tail.find_all(exp.WindowSpec) if f.args.get("end_side") == "FOLLOWING")
                 frame.set("end_side", "PRECEDING")
         else:
             s = _extent(spec, spec.slide)
             bucket = self._bucket(spec, exp.column("__sw_us"), s)
-            tail = _fill(_HOP_TIME_ROWS, bucket=bucket, s=_num(s), n=_num(_rows(spec, spec.size)))
+            tail = fill(_HOP_TIME_ROWS, D, bucket=bucket, s=num(s), n=num(_rows(spec, spec.size)))
         # One WITH: the numbering CTEs, then the form's own CTEs, then its final SELECT.
         ctes = [*numbered.args["with_"].expressions, *tail.args["with_"].expressions]
         tail.set("with_", exp.With(expressions=ctes))
@@ -311,10 +274,10 @@ class DuckDBCompiler(WindowCompiler):
             raise SqlwinError.at(spec.node, "count windows need the schema of their input relation "
                                             "(to order rows deterministically)")
         order = [exp.Ordered(this=exp.column("__sw_us"), nulls_first=True)]
-        order += [exp.Ordered(this=_col(name), nulls_first=True) for name in spec.tiebreak_columns]
+        order += [exp.Ordered(this=col(name), nulls_first=True) for name in spec.tiebreak_columns]
         window = exp.Window(this=exp.RowNumber(), partition_by=[exp.column("__sw_pid")],
                             order=exp.Order(expressions=order))
-        return exp.Sub(this=window, expression=_num(1))
+        return exp.Sub(this=window, expression=num(1))
 
 
 def _extent(spec: WindowSpec, value: object) -> int:

@@ -17,6 +17,7 @@ rows after sessions formed), and no bound is read per row except ``window_start`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sqlglot import exp
@@ -63,6 +64,43 @@ def inside_aggregate(node: exp.Expr, select: exp.Select) -> bool:
     return False
 
 
+def struct_bound(struct: exp.Column, name: str) -> exp.Expr:
+    """``window_start``, ``window_end`` or ``window_time`` read from a ``window()``-shaped struct column."""
+    end = exp.Dot(this=struct.copy(), expression=exp.to_identifier("end"))
+    if name == "window_start":
+        return exp.Dot(this=struct.copy(), expression=exp.to_identifier("start"))
+    if name == "window_end":
+        return end
+    return exp.Sub(this=end, expression=exp.Interval(this=exp.Literal.string("1"), unit=exp.var("MILLISECOND")))
+
+
+def replace_window_bounds(select: exp.Select, alias: str, bound: Callable[[str, bool], exp.Expr | None],
+                          clauses: tuple[str, ...] = ("having", "qualify", "order")) -> None:
+    """Rewrite ``select``'s references to the bounds of its window relation ``alias``, in the SELECT list
+    and in ``clauses``: each becomes ``bound(name, in_aggregate)`` (None keeps it), where ``in_aggregate``
+    says it is read per row (an aggregate's argument, or in a subquery). A bound selected bare keeps its
+    output name; a bound inside an expression, if it becomes an operator, keeps its own precedence."""
+
+    def swap(node: exp.Expr) -> exp.Expr:
+        name = window_bound(node, alias)
+        value = bound(name, inside_aggregate(node, select)) if name else None
+        if value is None:
+            return node
+        operator = isinstance(value, (exp.Binary, exp.Unary)) and not isinstance(value, exp.Dot)
+        return exp.paren(value, copy=False) if operator else value
+
+    items = []
+    for item in select.expressions:
+        name = window_bound(item, alias)
+        value = bound(name, False) if name else None
+        items.append(exp.alias_(value, name, copy=False) if value is not None else item.transform(swap, copy=False))
+    select.set("expressions", items)
+    for key in clauses:
+        part = select.args.get(key)
+        if part is not None:
+            select.set(key, part.transform(swap, copy=False))
+
+
 def _rewrite(select: exp.Select) -> None:
     source = select.args.get("from_")
     derived = source.this if source is not None else None
@@ -90,31 +128,7 @@ def _rewrite(select: exp.Select) -> None:
     body.select(exp.alias_(struct, "__w"), copy=False)
     w = exp.column("__w", alias)
     group.set("expressions", [g for g in group.expressions if window_bound(g, alias) is None] + [w.copy()])
-    replacement = {
-        "window_start": lambda: exp.Dot(this=w.copy(), expression=exp.to_identifier("start")),
-        "window_end": lambda: exp.Dot(this=w.copy(), expression=exp.to_identifier("end")),
-        "window_time": lambda: exp.Sub(this=exp.Dot(this=w.copy(), expression=exp.to_identifier("end")),
-                                       expression=exp.Interval(this=exp.Literal.string("1"),
-                                                               unit=exp.var("MILLISECOND"))),
-    }
-
-    def swap(node: exp.Expr) -> exp.Expr:
-        name = window_bound(node, alias)
-        if name is None or inside_aggregate(node, select):
-            return node
-        return exp.paren(replacement[name]()) if name == "window_time" else replacement[name]()
-
-    for i, item in enumerate(list(select.expressions)):
-        name = window_bound(item, alias)
-        if name is not None:  # keep the output column's name
-            select.expressions[i] = exp.alias_(replacement[name](), name)
-            select.expressions[i].parent = select
-        else:
-            item.transform(swap, copy=False)
-    for key in ("having", "qualify", "order"):
-        part = select.args.get(key)
-        if part is not None:
-            part.transform(swap, copy=False)
+    replace_window_bounds(select, alias, lambda name, per_row: None if per_row else struct_bound(w, name))
 
 
 def _qualified(node: exp.Expr, alias: str) -> exp.Expr:
@@ -150,24 +164,10 @@ def _route_session(select: exp.Select, derived: exp.Subquery, group: exp.Group, 
         if inside_aggregate(c, select) and window_bound(c, alias) not in route.row_bounds:
             return
 
-    def swap(node: exp.Expr) -> exp.Expr:
-        name = window_bound(node, alias)
-        if name is None or _under(node, derived):
-            return node
-        inside = inside_aggregate(node, select)
-        return exp.paren(_qualified((route.row_bounds if inside else route.group_bounds)[name], alias))
+    def bound(name: str, per_row: bool) -> exp.Expr:
+        return _qualified((route.row_bounds if per_row else route.group_bounds)[name], alias)
 
-    for i, item in enumerate(list(select.expressions)):
-        name = window_bound(item, alias)
-        if name is not None:  # keep the output column's name
-            select.expressions[i] = exp.alias_(_qualified(route.group_bounds[name], alias), name)
-            select.expressions[i].parent = select
-        else:
-            item.transform(swap, copy=False)
-    for key in ("having", "qualify", "order"):
-        part = select.args.get(key)
-        if part is not None:
-            part.transform(swap, copy=False)
+    replace_window_bounds(select, alias, bound)
     group.set("expressions", [g.copy() for g in others] + [exp.column(route.key, alias)])
     derived.set("this", route.body.copy())
     derived.meta.pop(SESSION_MARK, None)

@@ -1,7 +1,9 @@
 """Build SQL from templates parsed once, with placeholders filled by sqlglot expressions.
 
-Templates name the input relation ``__rel``; ``fill`` swaps in the real relation (a table or a
-subquery) under the template's alias, so no user text is ever formatted into SQL strings.
+Every backend writes its SQL as templates in its own dialect and fills them here, so no user text
+is ever formatted into SQL strings. A template names what it is given as ``:name`` placeholders:
+an expression, a FROM source (``FROM :src AS a``) or a CTE body (``WITH c AS (:body)``). Templates
+may also read the input relation as the table ``__rel``, which ``fill`` swaps for the real one.
 """
 
 from __future__ import annotations
@@ -20,29 +22,42 @@ def _parse(template: str, dialect: str) -> exp.Expr:
 
 
 def fill(template: str, dialect: str, relation: exp.Expr | None = None, **values: object) -> exp.Expr:
-    """Parse ``template`` (cached), replace ``:name`` placeholders and the ``__rel`` table."""
-    tree = _parse(template, dialect).copy()
+    """A fresh tree of ``template`` (parsed once per dialect) with each placeholder replaced by a copy of
+    ``values[name]`` (Python values become literals):
+
+    - ``FROM :name [AS a]``: a query becomes a subquery, and the source takes the template's alias ``a``;
+    - ``:name`` elsewhere: an operator keeps its own precedence (parenthesized), and a query becomes a
+      subquery, except as a CTE's body;
+    - the table ``__rel`` becomes ``relation``, under the template's alias.
+    """
     converted = {k: v if isinstance(v, exp.Expr) else exp.convert(v) for k, v in values.items()}
+    if relation is not None:
+        converted[REL] = relation
 
     def substitute(node: exp.Expr) -> exp.Expr:
         # each occurrence gets its own copy: one node must not have two parents
+        if isinstance(node, exp.Table) and not node.args.get("db"):
+            key = node.this.name if isinstance(node.this, exp.Placeholder) else REL if node.name == REL else None
+            return _source(converted[key], node.args.get("alias")) if key in converted else node
         if isinstance(node, exp.Placeholder) and node.name in converted:
             value = converted[node.name].copy()
+            if isinstance(value, exp.Query) and not isinstance(value, exp.Subquery):
+                return value if isinstance(node.parent, exp.CTE) else value.subquery(copy=False)
             # an operator substituted into an operator keeps its own precedence
             return exp.paren(value, copy=False) if isinstance(value, (exp.Binary, exp.Unary)) else value
         return node
 
-    tree = tree.transform(substitute, copy=False)
-    if relation is not None:
-        for table in list(tree.find_all(exp.Table)):
-            if table.name == REL and not table.args.get("db"):
-                alias = table.args.get("alias")
-                source = relation.copy()
-                if isinstance(source, exp.Select):
-                    source = source.subquery()
-                source.set("alias", alias.copy() if alias else None)
-                table.replace(source)
-    return tree
+    return _parse(template, dialect).copy().transform(substitute, copy=False)
+
+
+def _source(value: exp.Expr, alias: exp.TableAlias | None) -> exp.Expr:
+    """``value`` as a FROM source: a query becomes a subquery; the template's alias, if any, wins."""
+    source = value.copy()
+    if isinstance(source, exp.Query) and not isinstance(source, exp.Subquery):
+        source = source.subquery(copy=False)
+    if alias is not None:
+        source.set("alias", alias.copy())
+    return source
 
 
 def ident(name: str) -> exp.Identifier:

@@ -16,12 +16,12 @@ from typing import Any
 
 from sqlglot import exp
 
-from sqlwin.backends.spark_groupby import inside_aggregate, window_bound
+from sqlwin.backends.spark_groupby import replace_window_bounds, struct_bound, window_bound
 from sqlwin.dialect.nodes import TableArg
 from sqlwin.errors import SqlwinError
 from sqlwin.plan.windows import WindowKind
 from sqlwin.streaming.runner import table_tag
-from sqlwin.streaming.shape import WINDOW_BOUNDS, find_carrier, mark_carrier, strip_clauses
+from sqlwin.streaming.shape import find_carrier, mark_carrier, strip_clauses
 from sqlwin.streaming.sources import stream_dataframe
 
 D = "spark"
@@ -64,25 +64,7 @@ def native_sql(shape: Any, view: str) -> str:
     w = exp.column("__w", alias)
     group = carrier.args["group"]
     group.set("expressions", [g for g in group.expressions if not window_bound(g, alias)] + [w])
-
-    def swap(node: exp.Expr) -> exp.Expr:
-        name = window_bound(node, alias)
-        if name in WINDOW_BOUNDS and not inside_aggregate(node, carrier):
-            return exp.Dot(this=exp.column("__w", alias), expression=exp.to_identifier(name.split("_")[1]))
-        if name == "window_time" and not inside_aggregate(node, carrier):
-            end = exp.Dot(this=exp.column("__w", alias), expression=exp.to_identifier("end"))
-            one_ms = exp.Interval(this=exp.Literal.string("1"), unit=exp.var("MILLISECOND"))
-            return exp.paren(exp.Sub(this=end, expression=one_ms))
-        return node
-
-    items = []
-    for item in carrier.expressions:
-        name = window_bound(item, alias)
-        items.append(exp.alias_(swap(item), name) if name else item.transform(swap))
-    carrier.set("expressions", items)
-    for key in ("having", "order"):
-        if carrier.args.get(key) is not None:
-            carrier.set(key, carrier.args[key].transform(swap))
+    replace_window_bounds(carrier, alias, lambda name, per_row: None if per_row else struct_bound(w, name))
     carrier.select("0 AS pane_index", "'ON_TIME' AS pane_timing", "TRUE AS is_final", dialect=D, copy=False)
     return root.sql(dialect=D)
 

@@ -8,9 +8,9 @@ from typing import Any
 
 from sqlglot import exp
 
-from sqlwin.api import StatementResult
 from sqlwin.errors import SqlwinError
 from sqlwin.plan import statements as st
+from sqlwin.results import StatementResult
 from sqlwin.streaming import catalog
 from sqlwin.streaming.shape import analyse
 from sqlwin.streaming.sources import stream_dataframe

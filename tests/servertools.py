@@ -1,0 +1,45 @@
+"""One `sqlwin serve` per pytest run, shared by the modules that talk to a server (tests/test_server.py,
+tests/test_dbt.py, tests/test_install_extras.py), and dbt run against it."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sqlwin.server import ServerProcess
+
+ROOT = Path(__file__).resolve().parents[1]
+DBT_PROJECT = ROOT / "sql_examples" / "dbt_project"
+# `dbt build` of DBT_PROJECT: 1 seed + 6 models + 13 schema tests + 1 singular test, all passing
+DBT_BUILD_SUMMARY = ("21", "0", "0", "0")
+
+
+def shared_server(config: pytest.Config) -> ServerProcess:
+    """The server of this pytest run, started by whichever module asks first (kept on the pytest config)."""
+    server = getattr(config, "_sqlwin_server", None)
+    if server is None:
+        server = ServerProcess().start()
+        config.add_cleanup(server.stop)
+        config._sqlwin_server = server
+    return server
+
+
+def run_dbt(dbt: Path, args: list[str], server: ServerProcess, workdir: Path, schema: str,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``dbt args`` on DBT_PROJECT against ``server``, into ``schema``; dbt writes only under ``workdir``."""
+    env = {**(os.environ if env is None else env), "SQLWIN_HOST": server.host, "SQLWIN_PORT": str(server.port),
+           "SQLWIN_DBT_SCHEMA": schema, "DBT_PROFILES_DIR": str(DBT_PROJECT), "DO_NOT_TRACK": "1",
+           "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
+    cmd = [str(dbt), *args, "--project-dir", str(DBT_PROJECT), "--profiles-dir", str(DBT_PROJECT),
+           "--target-path", str(workdir / "target"), "--log-path", str(workdir / "logs"), "--no-use-colors"]
+    return subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=900)
+
+
+def dbt_summary(stdout: str) -> tuple[str, ...] | None:
+    """(PASS, WARN, ERROR, SKIP) of dbt's closing line."""
+    found = re.search(r"Done\. PASS=(\d+) WARN=(\d+) ERROR=(\d+) SKIP=(\d+)", stdout)
+    return found.groups() if found else None
