@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -105,7 +106,29 @@ class CommittedState:
         return None
 
 
-def start_error(name: str, err: Exception) -> SqlwinError:
+# Spark gives a new foreachBatch worker a fixed 10 s (not configurable) to start and connect back, and it
+# imports pyspark from the uncompiled pyspark.zip (about 1.5 s of CPU): a loaded server misses that now and then.
+WORKER_TOO_SLOW = ("Python worker failed to connect back", "waiting for the Python worker to connect back",
+                   "STREAMING_PYTHON_RUNNER_INITIALIZATION_TIMEOUT_FAILURE")
+START_ATTEMPTS = 4
+RETRY_AFTER_S = 15.0  # the late worker of a failed attempt gives up after Spark's 15 s auth timeout
+
+
+def start_query(writer: Any, name: str) -> Any:
+    """``writer.start()`` on the server, again when its foreachBatch worker was too slow to start (no query
+    was started then) once the late worker has given up, so that the two do not compete for the CPU; any
+    other failure is a ``SqlwinError`` at once."""
+    for attempt in range(1, START_ATTEMPTS + 1):
+        try:
+            return writer.start()
+        except Exception as err:
+            if attempt == START_ATTEMPTS or not any(s in str(err) for s in WORKER_TOO_SLOW):
+                raise start_error(name, err, attempt) from None
+        time.sleep(RETRY_AFTER_S)
+    raise AssertionError("unreachable")
+
+
+def start_error(name: str, err: Exception, attempts: int = 1) -> SqlwinError:
     """Why a streaming table did not start over Connect, with the fix when the server cannot run sqlwin."""
     text = str(err)
     if "No module named 'sqlwin'" in text or "No module named 'sqlglot'" in text:
@@ -117,4 +140,9 @@ def start_error(name: str, err: Exception) -> SqlwinError:
     if skew >= 0:
         return SqlwinError(f"cannot start streaming table {name}: {text[skew:].splitlines()[0]}; install the "
                            "client's sqlwin version where the Spark Connect server runs its Python workers")
-    return SqlwinError(f"cannot start streaming table {name}: {text.strip().splitlines()[0] if text.strip() else err}")
+    first = text.strip().splitlines()[0] if text.strip() else type(err).__name__
+    if any(s in text for s in WORKER_TOO_SLOW):
+        return SqlwinError(f"cannot start streaming table {name}: the Spark Connect server did not start its "
+                           f"foreachBatch Python worker in time ({attempts} attempts; the server is overloaded): "
+                           f"{first}")
+    return SqlwinError(f"cannot start streaming table {name}: {first}")

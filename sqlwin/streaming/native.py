@@ -131,11 +131,7 @@ def start_native(table: Any) -> Any:
     before = spark.conf.get(option, None)
     spark.conf.set(option, "false")
     try:
-        return writer.start()
-    except Exception as err:
-        if remote:
-            raise connect.start_error(table.name, err) from None
-        raise
+        return connect.start_query(writer, table.name) if remote else writer.start()
     finally:
         if before is None:
             spark.conf.unset(option)

@@ -55,12 +55,13 @@ def start_custom(table: Any, clock: Callable[[], int] | None = None) -> Any:
     trigger = table.options.get("trigger")
     if trigger:
         writer = writer.trigger(processingTime=trigger)
-    try:
-        query = writer.start()
-    except Exception as err:
-        if remote:
-            raise connect.start_error(table.name, err) from None
-        raise SqlwinError(f"cannot start streaming table {table.name}: {str(err).splitlines()[0]}") from None
+    if remote:
+        query = connect.start_query(writer, table.name)
+    else:
+        try:
+            query = writer.start()
+        except Exception as err:
+            raise SqlwinError(f"cannot start streaming table {table.name}: {str(err).splitlines()[0]}") from None
     if remote:  # the server restarted the operator's timers; the client reads what it commits through Spark
         table.committed_state = connect.CommittedState(spark, operator.store.root)
     else:
