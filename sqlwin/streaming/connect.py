@@ -1,18 +1,21 @@
 """Streaming tables over Spark Connect (``SparkSession.builder.remote(...)``).
 
 A Connect client holds no JVM. ``foreachBatch`` pickles its function (cloudpickle) and runs it in a Python
-process on the server (the server's ``PYSPARK_PYTHON``, which must be able to import sqlwin), once per
+process on the server (the server's ``PYSPARK_PYTHON``, which must be able to import sqlwin), one per
 query, handing each micro-batch over bound to a server-side clone of the user's session. So:
 
-- The custom path ships its ``MicroBatchOperator`` whole (in ``ServerBatchFunction``). The user's session in
-  it pickles as a reference that the server's worker resolves to the same server-side session (pyspark's
-  ``SparkSession.__reduce__``), so the sink's views are refreshed where the user reads them; the tick file
-  drops its lock and timer thread when pickled. Unpickled on the server, the operator reloads its committed
-  state from the server's file system and restarts its timers there (the client's copy cannot wake it).
-- The operator's state, ticks and sinks are files on the server's file system. The client reads what it
-  reports (``SHOW STREAMING TABLES``, ``table.status()``) through Spark (``CommittedState``), never from its
-  own disk, so a server on another machine reports the same.
+- The custom path ships its ``MicroBatchOperator`` whole (in ``ServerBatchFunction``, with the client's
+  sqlwin version, checked on the server). The user's session in it pickles as a reference that the server's
+  worker resolves to the same server-side session (pyspark's ``SparkSession.__reduce__``), so the sink's views
+  are refreshed where the user reads them; the tick file drops its lock and timer thread when pickled.
+  Unpickled on the server, the operator reloads its committed state from the server's file system and
+  restarts its timers there (the client's copy cannot wake it).
+- The operator's state, ticks and sinks are files on the server's file system, written there. The client
+  reads what it reports (``SHOW STREAMING TABLES``, ``table.status()``) through Spark (``CommittedState``),
+  not from its own disk.
 - The native path's writer is a closure over the sink and the session: it pickles as it is.
+- Starting a query starts its Python worker on the server, which Spark allows a fixed 10 s: a start that
+  missed it is tried again (``start_query``).
 """
 
 from __future__ import annotations
