@@ -20,6 +20,7 @@ from sqlwin.backends.spark_groupby import replace_window_bounds, struct_bound, w
 from sqlwin.dialect.nodes import TableArg
 from sqlwin.errors import SqlwinError
 from sqlwin.plan.windows import WindowKind
+from sqlwin.streaming import connect
 from sqlwin.streaming.runner import table_tag
 from sqlwin.streaming.shape import find_carrier, mark_carrier, strip_clauses
 from sqlwin.streaming.sources import stream_dataframe
@@ -97,7 +98,9 @@ def start_native(table: Any) -> Any:
             batch_df.unpersist()
         sink.register(spark)
 
-    writer = result.writeStream.outputMode("append").foreachBatch(write) \
+    remote = connect.is_connect(spark)  # the writer runs on the server (sqlwin.streaming.connect)
+    function = connect.ServerBatchFunction(write) if remote else write
+    writer = result.writeStream.outputMode("append").foreachBatch(function) \
         .option("checkpointLocation", os.path.join(table.location, "checkpoint")).queryName(f"sqlwin_{tag}")
     trigger = table.options.get("trigger")
     if trigger:
@@ -110,7 +113,7 @@ def start_native(table: Any) -> Any:
     before = spark.conf.get(option, None)
     spark.conf.set(option, "false")
     try:
-        return writer.start()
+        return connect.start_query(writer, table.name) if remote else writer.start()
     finally:
         if before is None:
             spark.conf.unset(option)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sqlwin.errors import SqlwinError
+from sqlwin.streaming import connect
 from sqlwin.streaming.operator import MicroBatchOperator
 from sqlwin.streaming.sources import SOURCE_COLUMN, TickFile, stream_dataframe, tick_dataframe
 
@@ -46,15 +47,23 @@ def start_custom(table: Any, clock: Callable[[], int] | None = None) -> Any:
             source = source.unionByName(other, allowMissingColumns=True)
     tick_rows = tick_dataframe(spark, ticks.path)
     data = source.unionByName(tick_rows, allowMissingColumns=True)
-    writer = data.writeStream.foreachBatch(operator.run_batch) \
+    remote = connect.is_connect(spark)  # the operator runs on the server, pickled (sqlwin.streaming.connect)
+    function = connect.ServerBatchFunction(operator.run_batch, operator) if remote else operator.run_batch
+    writer = data.writeStream.foreachBatch(function) \
         .option("checkpointLocation", os.path.join(table.location, "checkpoint")) \
         .queryName(f"sqlwin_{table_tag(table.name)}")
     trigger = table.options.get("trigger")
     if trigger:
         writer = writer.trigger(processingTime=trigger)
-    try:
-        query = writer.start()
+    if remote:
+        query = connect.start_query(writer, table.name)
+    else:
+        try:
+            query = writer.start()
+        except Exception as err:
+            raise SqlwinError(f"cannot start streaming table {table.name}: {str(err).splitlines()[0]}") from None
+    if remote:  # the server restarted the operator's timers; the client reads what it commits through Spark
+        table.committed_state = connect.CommittedState(spark, operator.store.root)
+    else:
         operator.wake_after_restart()
-        return query
-    except Exception as err:
-        raise SqlwinError(f"cannot start streaming table {table.name}: {str(err).splitlines()[0]}") from None
+    return query

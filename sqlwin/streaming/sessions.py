@@ -43,9 +43,14 @@ class SessionAssigner:
         late_count = 0
         if threshold >= MIN_TIME:
             is_late = F.col(f"`{spec.time_col}`").isNotNull() & (ts_us <= F.lit(threshold))
-            late = rows.where(is_late)
-            late_count = late.count()
+            late_count = rows.where(is_late).count()
             if late_count:
+                # Spark Connect resolves a DataFrame's view names when it runs, not when it is built: the late rows
+                # are read from a view of the micro-batch as it arrived, not from the batch view narrowed below
+                arrived = f"{op.views.batch}_arrived"
+                rows.createOrReplaceTempView(arrived)
+                rows = spark.table(arrived)
+                late = rows.where(is_late)
                 late_parts.append(late.select(*[F.col(f"`{c}`") for c in op.relation_columns],
                                               F.col(f"`{spec.time_col}`").alias("window_start"),
                                               F.timestamp_micros(ts_us + F.lit(gap)).alias("window_end"),

@@ -64,6 +64,16 @@ class TickFile:
             self._timer.cancel()
             self._timer = None
 
+    def __getstate__(self) -> dict:
+        """Pickled to a Spark Connect server (``sqlwin.streaming.connect``): no lock, no timer thread."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_lock", "_timer")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+        self._timer = None
+        os.makedirs(self.path, exist_ok=True)  # the folder is on the file system of the process that writes ticks
+
 
 def tick_dataframe(spark: Any, folder: str) -> Any:
     return spark.readStream.schema(f"{TICK_COLUMN} bigint").json(folder)

@@ -24,8 +24,16 @@ def now_micros() -> int:
 class StateStore:
     def __init__(self, location: str):
         self.root = os.path.join(os.path.abspath(location), "sqlwin")
+        self._make_folders()
+
+    def _make_folders(self) -> None:
         for sub in ("begin", "state", "rows"):
             os.makedirs(os.path.join(self.root, sub), exist_ok=True)
+
+    def __setstate__(self, state: dict) -> None:
+        """Unpickled on a Spark Connect server (``sqlwin.streaming.connect``): its folders are made there."""
+        self.__dict__.update(state)
+        self._make_folders()
 
     def _file(self, kind: str, batch: int) -> str:
         return os.path.join(self.root, kind, f"{batch}.json")

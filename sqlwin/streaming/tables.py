@@ -69,6 +69,7 @@ class StreamingTable:
         self.late_sink = BatchSink(late, os.path.join(self.location, "late_rows"), self.format) if late else None
         self.query: Any = None
         self.operator: Any = None
+        self.committed_state: Any = None  # over Spark Connect: reads the server's committed operator state
         self._native_metrics = {"rows_in": 0, "late_rows_dropped": 0}
 
     # -- life cycle -----------------------------------------------------------------------------
@@ -119,6 +120,8 @@ class StreamingTable:
         state = "failed" if failed else "running" if self.is_active else "stopped"
         error = _first_line(q.exception()) if failed else None
         if self.operator is not None:
+            if self.committed_state is not None:
+                self.committed_state.refresh(self.operator)
             op = self.operator
             c = op.counters
             return Status(self.name, state, self.path, c["micro_batches"], c["rows_in"], _ts(op.watermark),
@@ -126,7 +129,7 @@ class StreamingTable:
         rows_in = dropped = batches = state_rows = 0
         watermark = None
         for progress in (q.recentProgress if q is not None else []):
-            rows_in += progress.get("numInputRows", 0) or 0
+            rows_in += progress.numInputRows or 0  # an attribute: Connect's progress dict lacks the key
             batches += 1
             ops = progress.get("stateOperators") or []
             dropped += sum(o.get("numRowsDroppedByWatermark", 0) or 0 for o in ops)
