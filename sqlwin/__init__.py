@@ -8,6 +8,6 @@
 from sqlwin.api import StatementResult, register, rewrite, run_script, sql
 from sqlwin.errors import SqlwinError
 from sqlwin.plotting import plot_panes
+from sqlwin.version import __version__
 
-__all__ = ["SqlwinError", "StatementResult", "plot_panes", "register", "rewrite", "run_script", "sql"]
-__version__ = "0.1.0"
+__all__ = ["SqlwinError", "StatementResult", "__version__", "plot_panes", "register", "rewrite", "run_script", "sql"]

@@ -119,7 +119,7 @@ def _conf_item(text: str) -> tuple[str, str]:
 
 
 def _version() -> str:
-    from sqlwin import __version__
+    from sqlwin.version import __version__
 
     return f"sqlwin {__version__}"
 

@@ -41,7 +41,7 @@ class ServerBatchFunction:
     path's writer), pickled to the server with the sqlwin version that made it."""
 
     def __init__(self, function: Callable[[Any, int], None], operator: Any = None):
-        from sqlwin import __version__
+        from sqlwin.version import __version__
 
         self.function = function
         self.operator = operator
@@ -49,7 +49,7 @@ class ServerBatchFunction:
 
     def __setstate__(self, state: dict) -> None:
         """Runs in the server's foreachBatch worker when the query starts, before its first micro-batch."""
-        from sqlwin import __version__
+        from sqlwin.version import __version__
 
         self.__dict__.update(state)
         if self.version != __version__:
