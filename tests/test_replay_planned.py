@@ -47,6 +47,13 @@ def _table(spark, rows: list[tuple], name: str) -> None:
     spark.createDataFrame(rows, "k string, v int, ts timestamp, mb int, seq int").createOrReplaceTempView(name)
 
 
+def _recording(plannable, runs: list[bool]):
+    def recorded(self, numbered) -> bool:
+        runs.append(plannable(self, numbered))
+        return runs[-1]
+    return recorded
+
+
 def _both(spark, monkeypatch, table: str, query: str, delay: int = 2) -> tuple:
     """(planned panes, planned late rows, stepped panes, stepped late rows) for ``query`` over ``table``."""
     results = []
@@ -54,12 +61,17 @@ def _both(spark, monkeypatch, table: str, query: str, delay: int = 2) -> tuple:
         stream = f"{table}_{'p' if planned else 's'}"
         sqlwin.sql(spark, f"CREATE STREAM {stream} FROM TABLE {table} ARRIVAL ORDER BY seq MICRO BATCH BY mb "
                           f"WATERMARK FOR ts AS ts - INTERVAL {delay} SECONDS")
+        runs: list[bool] = []
         with monkeypatch.context() as m:
-            if not planned:
+            if planned:  # and it really is the planned path that runs
+                m.setattr(replay_module.PlannedReplay, "plannable",
+                          _recording(replay_module.PlannedReplay.plannable, runs))
+            else:
                 m.setattr(replay_module.PlannedReplay, "plannable", lambda self, numbered: False)
             late = f"{stream}_late"
             panes = rows_of(sqlwin.sql(spark, query.format(s=stream, late=late)))
             late_rows = rows_of(spark.table(late)) if "{late}" in query else []
+        assert runs == ([True] if planned else [])
         results += [panes, late_rows]
     return tuple(results)
 

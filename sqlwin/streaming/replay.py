@@ -24,6 +24,7 @@ Two ways to run it, one semantics (``PlannedReplay`` is the operator with its Sp
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -33,7 +34,9 @@ from typing import Any
 from sqlglot import exp
 
 from sqlwin.core.panes import MIN_TIME, Pane
+from sqlwin.plan.windows import Column
 from sqlwin.streaming.operator import CLOSED, LATE, MicroBatchOperator, WindowKey
+from sqlwin.streaming.panequery import PaneQuery
 from sqlwin.streaming.shape import StreamingShape
 from sqlwin.streaming.sinks import BatchSink
 
@@ -156,8 +159,19 @@ class PlannedReplay(MicroBatchOperator):
         if self.sessions is not None or self.shape.query.evict is not None:
             return False
         numbered.drop(CLOCK).createOrReplaceTempView(self.views.batch_of(0))
-        self.assigned = self.spark.sql(self.query.assign_sql)
+        self.assigned = self.spark.sql(self._assign_sql_with_batch())
         return BATCH in self.assigned.columns  # else a subquery in the TVF drops it: step batch by batch
+
+    def _assign_sql_with_batch(self) -> str:
+        """The assignment of the operator, with the micro-batch number carried through the window TVF (its
+        relation lists the stream's columns: add ``BATCH`` to them)."""
+        shape = self.shape
+        spec = shape.window
+        if spec is None or spec.relation.columns is None:
+            return self.query.assign_sql  # ``*`` over the rows: BATCH passes through as it is
+        relation = dataclasses.replace(spec.relation, columns=(*spec.relation.columns, Column(BATCH, "int")))
+        with_batch = dataclasses.replace(shape, window=dataclasses.replace(spec, relation=relation))
+        return PaneQuery(with_batch, self.spark, self.views).assign_sql
 
     # -- the Spark work, up front -------------------------------------------------------------
     def run(self, plan: list, has_clock: bool) -> tuple[Any, Any]:
