@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from sqlwin.gcpause import collector_paused
 from sqlwin.pipeline import compile_statement, execute_statement, split_statements
 from sqlwin.results import StatementResult
 
@@ -31,7 +32,8 @@ def rewrite(text: str, target: str = "spark", *, catalog: Any = None, plan: str 
     ``{table: {column: spark_type}}``); without one, type checks that need a schema are skipped
     and count windows cannot be planned.
     """
-    return compile_statement(text, target=target, catalog=catalog, plan=plan).sql
+    with collector_paused():  # on again once the trees are garbage: one collection frees them
+        return compile_statement(text, target=target, catalog=catalog, plan=plan).sql
 
 
 def sql(spark: SparkSession, text: str, *, plan: str = "auto") -> DataFrame:

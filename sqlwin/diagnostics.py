@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from sqlwin.dialect import NESTING_LIMIT
 from sqlwin.errors import SqlwinError
 
 INTERNAL = re.compile(r"__\w*")  # every name sqlwin generates starts with two underscores
@@ -242,7 +243,6 @@ def refine(err: SqlwinError, text: str) -> SqlwinError:
 
 
 # -- nesting ------------------------------------------------------------------------------------
-NESTING_LIMIT = 40  # parenthesised levels the parser's recursion takes with room to spare
 _PREFIX_WORDS = {"not", "-", "+", "~", "repeatedly", "!"}
 
 
@@ -271,22 +271,6 @@ def too_deep(text: str) -> SqlwinError:
                        "(for example with WITH ... AS common table expressions)", line, col)
 
 
-def check_nesting(text: str, limit: int = NESTING_LIMIT) -> None:
-    """Refuse, before parsing, a statement whose parentheses nest deeper than ``limit``."""
-    depth = 0
-    tokens = _tokens(text)
-    for tok in tokens:
-        if tok.text == "(":
-            depth += 1
-            if depth > limit:
-                line, col = offset_position(text, tok.start)
-                raise SqlwinError(f"the statement is nested too deeply (more than {limit} levels of "
-                                  "parentheses); flatten it, for example with WITH ... AS common table "
-                                  "expressions", line, col)
-        elif tok.text == ")":
-            depth = max(0, depth - 1)
-
-
 # -- hooks for the pipeline ---------------------------------------------------------------------
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -297,8 +281,7 @@ def in_user_terms(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(text: str, *args: Any, **kwargs: Any) -> Any:
-        check_nesting(text)
-        try:
+        try:  # statements nested deeper than NESTING_LIMIT fail in dialect.parse, before parsing
             return fn(text, *args, **kwargs)
         except RecursionError:
             raise too_deep(text) from None

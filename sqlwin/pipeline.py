@@ -12,6 +12,7 @@ from sqlglot.tokens import TokenType
 from sqlwin import diagnostics, dialect
 from sqlwin.backends.base import WindowCompiler
 from sqlwin.errors import SqlwinError
+from sqlwin.gcpause import collector_paused
 from sqlwin.plan import statements as st
 from sqlwin.plan.windows import Column, WindowSpec
 from sqlwin.planner import plan_statement
@@ -47,11 +48,12 @@ def _resolver(catalog: Catalog | None, plan: str):
     spark = catalog.spark if isinstance(catalog, SparkCatalog) else None
 
     def resolve(query: exp.Expr, specs: list[WindowSpec]) -> tuple[Column, ...] | None:
+        # the planner builds ``query`` for this look-up only: compiled and printed in place, no copy
         if specs:
             compiler = make_compiler(catalog.dialect, spark, plan)
-            sql = compiler.render(compiler.compile(query.copy(), specs))
+            sql = compiler.render(compiler.compile(query, specs))
         else:  # no window inside: nothing to compile (and no compiler to build per TVF)
-            sql = query.sql(dialect=catalog.dialect)
+            sql = query.sql(dialect=catalog.dialect, copy=False)
         try:
             return catalog.schema_of(sql)
         except LookupError:
@@ -123,14 +125,15 @@ def _statement_name(kind: str) -> str:
 @diagnostics.in_user_terms
 def compile_statement(text: str, target: str = "spark", catalog: Any = None, plan: str = "auto",
                       spark: Any = None) -> Compiled:
-    node = parse_single(text)
-    cat = as_catalog(catalog)
-    if spark is None and isinstance(cat, SparkCatalog):
-        spark = cat.spark
-    plan_obj = plan_statement(node, _resolver(cat, plan), text=text.strip().rstrip(";").strip())
-    if spark is not None and target == "spark" and _streaming(spark, plan_obj):
-        return Compiled("", plan_obj, target)  # run by sqlwin.streaming, not as one SQL text
-    return Compiled(compile_plan(node, plan_obj, make_compiler(target, spark, plan)), plan_obj, target)
+    with collector_paused():  # the trees are cyclic: collections during a compile only re-traverse them
+        node = parse_single(text)
+        cat = as_catalog(catalog)
+        if spark is None and isinstance(cat, SparkCatalog):
+            spark = cat.spark
+        plan_obj = plan_statement(node, _resolver(cat, plan), text=text.strip().rstrip(";").strip())
+        if spark is not None and target == "spark" and _streaming(spark, plan_obj):
+            return Compiled("", plan_obj, target)  # run by sqlwin.streaming, not as one SQL text
+        return Compiled(compile_plan(node, plan_obj, make_compiler(target, spark, plan)), plan_obj, target)
 
 
 def _streaming(spark: Any, plan_obj: object) -> bool:

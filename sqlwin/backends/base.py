@@ -37,6 +37,8 @@ class WindowCompiler:
         return self.compile_node(node)
 
     def compile_node(self, node: exp.Expr) -> exp.Expr:
+        placed: list[exp.Expr] = []
+
         def replace(n: exp.Expr) -> exp.Expr:
             if isinstance(n, WindowTVF):
                 key = spec_key(n)
@@ -46,13 +48,22 @@ class WindowCompiler:
                 self.check_supported(spec)
                 data = n.find(TableArg)
                 self._relations[key] = self.compile_node(data.this if data else spec.relation.node)
-                return self.window_relation(spec)
+                derived = self.window_relation(spec)
+                placed.append(derived)
+                return derived
             if isinstance(n, exp.Select):
                 for key in SELECT_CLAUSE_KEYS:
                     n.set(key, None)
             return n
 
-        return node.transform(replace, copy=False)
+        compiled = node.transform(replace, copy=False)
+        self.relations_placed(placed)
+        return compiled
+
+    def relations_placed(self, derived: list[exp.Expr]) -> None:
+        """Called once per compiled tree with the derived tables just put in place of its window TVFs
+        (before an enclosing TVF copies the tree), so a backend can adapt the queries that read them
+        without searching the whole statement."""
 
     def render(self, node: exp.Expr) -> str:
         """The compiled tree as SQL text of this backend."""

@@ -17,15 +17,18 @@ from __future__ import annotations
 from typing import Any
 
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 
 from sqlwin.backends.base import WindowCompiler
 from sqlwin.backends.spark_groupby import MARK as STRUCT_MARK
 from sqlwin.backends.spark_groupby import SESSION_MARK, SessionRoute, group_by_window_struct
+from sqlwin.backends.sparksql import holds, spark_sql
 from sqlwin.backends.sqlbuild import col, fill, num
 from sqlwin.errors import SqlwinError
 from sqlwin.plan.windows import CountForm, Rows, TimeType, WindowKind, WindowSpec
 
 D = "spark"
+SPARK = Dialect.get_or_raise(D)  # one instance: a dialect's name would build a new one per node
 MS = 1000
 GAP_COLUMN = "__sqlwin_gap_us"
 
@@ -41,15 +44,22 @@ class SparkBatchCompiler(WindowCompiler):
         self.spark = spark
         self.plan = plan
         self._calls: dict[str, str] = {}
+        self._input_holds_any = True  # until compile() has looked
         self.utc_session = spark is not None and _session_tz(spark) in ("UTC", "Etc/UTC", "Z", "+00:00", "GMT")
 
     def compile(self, node: exp.Expr, specs: list[WindowSpec]) -> exp.Expr:
-        return group_by_window_struct(super().compile(node, specs))
+        # sqlwin builds no ANY: the compiled tree holds one only if what it is built from does
+        parts = [node, *(s.relation.node for s in specs), *(s.gap for s in specs if isinstance(s.gap, exp.Expr))]
+        self._input_holds_any = any(holds(part, exp.Any) for part in parts)
+        return super().compile(node, specs)
+
+    def relations_placed(self, derived: list[exp.Expr]) -> None:
+        group_by_window_struct(derived)
 
     def render(self, node: exp.Expr) -> str:
         """Spark SQL text; UDTF calls are spliced in here because their ``TABLE(...) PARTITION BY``
         argument syntax is Spark's own and has no sqlglot node."""
-        sql = node.sql(dialect=D, copy=False)  # the compiled tree is ours and rendered once
+        sql = spark_sql(node, may_hold_any=self._input_holds_any)  # ours, rendered once: no copy
         for marker, call in reversed(self._calls.items()):  # outer calls embed the inner markers
             sql = sql.replace(marker, call)
         return sql
@@ -63,17 +73,18 @@ class SparkBatchCompiler(WindowCompiler):
         elif spec.count_form is CountForm.HOP_ROWS_ROWS:
             body = self._hop_rows_rows(spec)
         elif spec.kind in (WindowKind.TUMBLE, WindowKind.HOP):
-            derived = (self._tumble(spec) if spec.kind is WindowKind.TUMBLE else self._hop(spec)).subquery(spec.alias)
+            body = self._tumble(spec) if spec.kind is WindowKind.TUMBLE else self._hop(spec)
+            derived = body.subquery(spec.alias, copy=False)
             derived.meta[STRUCT_MARK] = True  # see spark_groupby: aggregations may group by one struct
             return derived
         elif spec.kind is WindowKind.CUMULATE:
             body = self._cumulate(spec)
         else:
-            derived = self._session(spec).subquery(alias=spec.alias)
+            derived = self._session(spec).subquery(alias=spec.alias, copy=False)
             if isinstance(spec.gap, int) and spec.relation.columns is not None:
                 derived.meta[SESSION_MARK] = self._session_route(spec, spec.gap)
             return derived
-        return body.subquery(alias=spec.alias)
+        return body.subquery(alias=spec.alias, copy=False)
 
     # -- time arithmetic ----------------------------------------------------------------------
     def to_us(self, ts: exp.Expr, spec: WindowSpec) -> exp.Expr:
@@ -81,7 +92,7 @@ class SparkBatchCompiler(WindowCompiler):
         read without any time zone (in a UTC session a cast is exact; elsewhere the date parts are
         added up, since Spark's casts and TIMESTAMPDIFF shift NTZ values by the session zone)."""
         if spec.time_type is not TimeType.TIMESTAMP_NTZ:
-            return exp.func("UNIX_MICROS", ts, dialect=D, copy=False)
+            return exp.func("UNIX_MICROS", ts, dialect=SPARK, copy=False)
         if self.utc_session:
             return fill("UNIX_MICROS(CAST(:ts AS TIMESTAMP))", D, ts=ts)
         return fill("CAST(DATEDIFF(CAST(:ts AS DATE), DATE '1970-01-01') AS BIGINT) * 86400000000 "
@@ -90,7 +101,7 @@ class SparkBatchCompiler(WindowCompiler):
 
     def from_us(self, us: exp.Expr, spec: WindowSpec) -> exp.Expr:
         if spec.time_type is not TimeType.TIMESTAMP_NTZ:
-            return exp.func("TIMESTAMP_MICROS", us, dialect=D, copy=False)
+            return exp.func("TIMESTAMP_MICROS", us, dialect=SPARK, copy=False)
         if self.utc_session:
             return fill("CAST(TIMESTAMP_MICROS(:us) AS TIMESTAMP_NTZ)", D, us=us)
         return fill("TIMESTAMPADD(MICROSECOND, :us, CAST('1970-01-01 00:00:00' AS TIMESTAMP_NTZ))", D, us=us)
@@ -158,10 +169,10 @@ class SparkBatchCompiler(WindowCompiler):
         end = exp.Dot(this=w.copy(), expression=exp.to_identifier("end"))
         return exp.select(
             *[col(c.name, "__s") for c in spec.relation.columns or ()],
-            exp.alias_(exp.Dot(this=w, expression=exp.to_identifier("start")), "window_start"),
-            exp.alias_(end, "window_end"),
-            exp.alias_(fill(":end - INTERVAL '1' MILLISECOND", D, end=end), "window_time"),
-        ).from_(inner.subquery(alias="__s"))
+            exp.alias_(exp.Dot(this=w, expression=exp.to_identifier("start")), "window_start", copy=False),
+            exp.alias_(end, "window_end", copy=False),  # fill below copies it
+            exp.alias_(fill(":end - INTERVAL '1' MILLISECOND", D, end=end), "window_time", copy=False),
+        ).from_(inner.subquery(alias="__s", copy=False), copy=False)
 
     def _cumulate(self, spec: WindowSpec) -> exp.Expr:
         assert isinstance(spec.size, int) and spec.step

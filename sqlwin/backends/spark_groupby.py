@@ -42,10 +42,14 @@ class SessionRoute:
     row_bounds: dict[str, exp.Expr] = field(default_factory=dict)
 
 
-def group_by_window_struct(tree: exp.Expr) -> exp.Expr:
-    for select in list(tree.find_all(exp.Select)):
-        _rewrite(select)
-    return tree
+def group_by_window_struct(derived_tables: list[exp.Expr]) -> None:
+    """Rewrite the queries that read ``derived_tables`` (just put in place of window TVFs) directly in
+    their FROM; only those can qualify, so the rest of the statement is never searched."""
+    for derived in derived_tables:
+        source = derived.parent
+        select = source.parent if isinstance(source, exp.From) else None
+        if isinstance(select, exp.Select) and select.args.get("from_") is source:
+            _rewrite(select)
 
 
 def window_bound(node: exp.Expr, alias: str) -> str | None:
@@ -123,9 +127,10 @@ def _rewrite(select: exp.Select) -> None:
     exprs = {e.alias_or_name.lower(): e for e in body.expressions}
     if not {"window_start", "window_end"} <= exprs.keys():
         return
-    struct = exp.func("NAMED_STRUCT", exp.Literal.string("start"), exprs["window_start"].this.copy(),
-                      exp.Literal.string("end"), exprs["window_end"].this.copy(), dialect="spark")
-    body.select(exp.alias_(struct, "__w"), copy=False)
+    # STRUCT(start AS start, end AS end): what NAMED_STRUCT prints as in Spark SQL, built so directly
+    struct = exp.Struct(expressions=[exp.alias_(exprs[f"window_{name}"].this.copy(), name, copy=False)
+                                     for name in ("start", "end")])
+    body.select(exp.alias_(struct, "__w", copy=False), copy=False)
     w = exp.column("__w", alias)
     group.set("expressions", [g for g in group.expressions if window_bound(g, alias) is None] + [w.copy()])
     replace_window_bounds(select, alias, lambda name, per_row: None if per_row else struct_bound(w, name))

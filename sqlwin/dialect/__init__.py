@@ -12,6 +12,7 @@ import re
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ParseError, SqlglotError, TokenError
+from sqlglot.tokens import Token
 
 from sqlwin.dialect.generator import SqlwinGenerator
 from sqlwin.dialect.parser import SqlwinParser
@@ -48,10 +49,30 @@ def _token_error(text: str, error: TokenError) -> SqlwinError:
     return SqlwinError(f"cannot tokenize: {cause}", line, col)
 
 
+NESTING_LIMIT = 40  # parenthesised levels the parser's recursion takes with room to spare
+
+
+def check_nesting(text: str, tokens: list[Token], limit: int = NESTING_LIMIT) -> None:
+    """Refuse, before parsing, a statement whose parentheses nest deeper than ``limit``."""
+    depth = 0
+    for tok in tokens:
+        if tok.text == "(":
+            depth += 1
+            if depth > limit:
+                raise SqlwinError(f"the statement is nested too deeply (more than {limit} levels of "
+                                  "parentheses); flatten it, for example with WITH ... AS common table "
+                                  "expressions", *_position(text, tok.start))
+        elif tok.text == ")":
+            depth = max(0, depth - 1)
+
+
 def parse(text: str) -> list[exp.Expr]:
-    """Every statement of a script (``;``-separated, comments allowed), as sqlglot trees."""
+    """Every statement of a script (``;``-separated, comments allowed), as sqlglot trees. The nesting
+    is checked on the parser's own tokens (tokenizing is a third of parsing a long statement)."""
     try:
-        trees = _DIALECT.parse(text)
+        tokens = _DIALECT.tokenize(text)
+        check_nesting(text, tokens)
+        trees = _DIALECT.parser().parse(tokens, text)
     except ParseError as e:
         info = e.errors[0] if e.errors else {}
         raise SqlwinError(info.get("description") or str(e), info.get("line"), info.get("col")) from None
@@ -75,4 +96,4 @@ def generate(node: exp.Expr, pretty: bool = False) -> str:
     return _DIALECT.generate(node, pretty=pretty)
 
 
-__all__ = ["Sqlwin", "generate", "parse", "parse_one"]
+__all__ = ["NESTING_LIMIT", "Sqlwin", "check_nesting", "generate", "parse", "parse_one"]

@@ -16,7 +16,8 @@ from sqlwin.plan.windows import Column, Relation, WindowSpec
 from sqlwin.planner.clauses import plan_emit, plan_evict, plan_lateness
 from sqlwin.planner.windows import WindowBuilder, bind_arguments, data_argument
 
-# (schema query with TVFs inside, specs planned so far) -> columns, or None when unknown
+# (schema query with TVFs inside, specs planned so far) -> columns, or None when unknown; the query is
+# built for the call and may be changed by it
 SchemaResolver = Callable[[exp.Expr, list[WindowSpec]], "tuple[Column, ...] | None"]
 
 _ids = count(1)
@@ -31,6 +32,7 @@ class QueryPlanner:
         self.calls: dict[int, WindowTVF] = {}
         self._in_progress: set[int] = set()
         self._cte_memo: dict[int, list[exp.CTE]] = {}
+        self._table_schemas: dict[tuple[tuple[str, bool], ...], tuple[Column, ...] | None] = {}
 
     def plan(self, node: exp.Expr) -> WindowedQuery:
         for call in node.find_all(WindowTVF):  # breadth first: reversed, innermost come first
@@ -60,21 +62,27 @@ class QueryPlanner:
     def _columns(self, call: WindowTVF, data: TableArg) -> tuple[Column, ...] | None:
         if self.resolve_schema is None:
             return None
-        query = exp.select(exp.Star()).from_(_as_source(data.this))
-        ctes = _referenced(query, _visible_ctes(call, self._cte_memo))
+        ctes = _referenced(data.this, _visible_ctes(call, self._cte_memo))
+        table = None if ctes else _table_key(data.this)  # a catalog table: looked up once per statement
+        if table in self._table_schemas:
+            return self._table_schemas[table]
+        query = exp.select(exp.Star()).from_(_as_source(data.this), copy=False)
         if ctes:
             query.set("with_", exp.With(expressions=[c.copy() for c in ctes]))
         for inner in query.find_all(WindowTVF):  # plan what the schema query itself needs first
             original = self.calls.get(spec_key(inner))
             if original is not None:
                 self._ensure(original)
-        inner = {spec_key(c) for c in query.find_all(WindowTVF)}  # only these: linear, not quadratic
+        inner = dict.fromkeys(spec_key(c) for c in query.find_all(WindowTVF))  # only these: linear, not quadratic
         try:
-            return self.resolve_schema(query, [s for k, s in self.planned.items() if k in inner])
+            columns = self.resolve_schema(query, [self.planned[k] for k in inner if k in self.planned])
         except SqlwinError as err:
             error = SqlwinError.at(data, f"{call.kind}: cannot read the input: {err.message}")
             error.spark_error = getattr(err, "spark_error", None)  # type: ignore[attr-defined]
             raise error from None
+        if table is not None:
+            self._table_schemas[table] = columns
+        return columns
 
     def _alias(self, call: WindowTVF, data: TableArg) -> str:
         alias = call.args.get("alias")
@@ -122,6 +130,19 @@ def _as_source(node: exp.Expr) -> exp.Expr:
     if isinstance(source, exp.Subquery) and not source.alias:
         source.set("alias", exp.TableAlias(this=exp.to_identifier("__q")))
     return source
+
+
+TABLE_NAME_PARTS = {"this", "db", "catalog"}
+
+
+def _table_key(node: exp.Expr) -> tuple[tuple[str, bool], ...] | None:
+    """A plain table name (``db.t``, no alias, sample or time travel) as written, else None."""
+    if not isinstance(node, exp.Table) or {k for k, v in node.args.items() if v is not None} - TABLE_NAME_PARTS:
+        return None
+    parts = [node.args.get(k) for k in ("catalog", "db", "this")]
+    if not all(p is None or isinstance(p, exp.Identifier) for p in parts):
+        return None
+    return tuple((p.name, bool(p.args.get("quoted"))) for p in parts if p is not None)
 
 
 def _visible_ctes(node: exp.Expr, memo: dict[int, list[exp.CTE]]) -> list[exp.CTE]:
