@@ -173,20 +173,24 @@ class CountWindowAssigner:
                  if hi > self.numbered_to]
         numbered = None
         previous = dict(self.bases)
+        self.next_ts = None
         if files:
             waiting = spark.read.parquet(*files).where(F.col("__ts") > F.lit(self.numbered_to))
-            rest = waiting.where(F.col("__ts") > F.lit(watermark)).agg(F.min("__ts")).collect()[0][0]
-            self.next_ts = int(rest) if rest is not None else None
-            waiting.where(F.col("__ts") <= F.lit(watermark)).createOrReplaceTempView(f"{self.view}_todo")
-            bases = spark.createDataFrame(list(self.bases.items()), "__part string, __base bigint")
+            now = F.col("__ts") <= F.lit(watermark)
+            for r in waiting.groupBy("__part").agg(F.count(F.when(now, 1)).alias("n"),
+                                                   F.min(F.when(~now, F.col("__ts"))).alias("rest")).collect():
+                if r["n"]:
+                    self.bases[r["__part"]] = self.bases.get(r["__part"], 0) + int(r["n"])
+                if r["rest"] is not None:
+                    self.next_ts = int(r["rest"]) if self.next_ts is None else min(self.next_ts, int(r["rest"]))
+            waiting.where(now).createOrReplaceTempView(f"{self.view}_todo")
+            bases = spark.createDataFrame(list(previous.items()), "__part string, __base bigint")
             bases.createOrReplaceTempView(f"{self.view}_bases")
-            numbered = spark.sql(self.sql.numbering(f"{self.view}_todo", f"{self.view}_bases")).persist()
-            cached.append(numbered)
+            numbered = spark.sql(self.sql.numbering(f"{self.view}_todo", f"{self.view}_bases"))
+            if self.form not in GROWING:  # read by several joins there
+                numbered = numbered.persist()
+                cached.append(numbered)
             numbered.createOrReplaceTempView(f"{self.view}_numbered")
-            for r in numbered.groupBy("__part").agg(F.max("__rn").alias("last")).collect():
-                self.bases[r["__part"]] = int(r["last"]) + 1
-        else:
-            self.next_ts = None
         self.numbered_to = watermark
         self.waiting = {b: v for b, v in self.waiting.items() if v[1] > watermark}
         if self.form in GROWING:

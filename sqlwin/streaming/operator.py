@@ -325,8 +325,10 @@ class MicroBatchOperator:
         for part in parts[1:]:
             union = union.unionByName(part)
         columns = [*self.relation_columns, "window_start", "window_end"]
-        self.late_sink.write(union.select(*[F.col(f"`{c}`") for c in columns],
-                                          F.timestamp_micros(F.lit(watermark)).alias("watermark"), "reason"), batch)
+        # at the end of input the watermark is +infinity, which no TIMESTAMP holds: NULL
+        mark = F.timestamp_micros(F.lit(watermark)) if watermark < MAX_TIME else F.lit(None).cast("timestamp")
+        self.late_sink.write(union.select(*[F.col(f"`{c}`") for c in columns], mark.alias("watermark"), "reason"),
+                             batch)
 
     # -- 2. panes -----------------------------------------------------------------------------
     def _drive(self, accepted: dict[WindowKey, int], batch: int, watermark: int,

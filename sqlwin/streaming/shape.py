@@ -155,7 +155,9 @@ def choose_path(shape: StreamingShape) -> tuple[str, str]:
         reasons.append("several streams")
     if w is None:
         reasons.append("global window")
-    elif w.kind not in (WindowKind.TUMBLE, WindowKind.HOP) or w.is_count_based:
+    elif w.is_count_based:
+        reasons.append("count windows")
+    elif w.kind not in (WindowKind.TUMBLE, WindowKind.HOP):
         reasons.append(f"{w.kind.value} windows")
     elif w.kind is WindowKind.HOP and isinstance(w.slide, int) and isinstance(w.size, int) and w.slide > w.size:
         reasons.append("HOP with slide > size")
