@@ -10,6 +10,7 @@ cut into the same micro-batches and must return the same panes, plus what the en
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -136,6 +137,41 @@ def test_count_window_state_survives_stop_and_restart(spark, env):
     feeder.feed(FILES[3:], table)
     assert rows_of(spark.table("cw_resume"), PANES) == sorted(EXPECTED["early"])
     assert rows_of(spark.table("cw_resume_late"), LATE) == LATE_ROWS
+    assert (table.status().micro_batches, table.status().state_rows) == (8, 2)
+
+
+def test_count_window_crash_inside_a_commit_resumes_exactly_once(spark, env, monkeypatch):
+    """The micro-batch that completes a's window 0 (6) dies in sqlwin's commit: its sink, its stored rows and the
+    bookkeeping of numbered rows are written, ``state/6.json`` is not (what SIGKILL leaves there). Started again,
+    Spark re-runs that micro-batch and the table ends as the uninterrupted run."""
+    from sqlwin.streaming.state import StateStore
+
+    s, feeder = env
+    sql = f"CREATE STREAMING TABLE cw_crash AS {QUERY.format(src=s)} LATE ROWS TO cw_crash_late{EMITS['early']}"
+    commit = StateStore.commit
+
+    def crashing_commit(self, batch, data):
+        if batch == 6 and "cw_crash" in self.root:
+            raise RuntimeError("crash inside the commit")
+        commit(self, batch, data)
+
+    monkeypatch.setattr(StateStore, "commit", crashing_commit)
+    sqlwin.sql(spark, sql)
+    table = catalog.find_table("cw_crash")
+    feeder.feed(FILES[:3], table)
+    feeder.write(FILES[3])
+    with pytest.raises(SqlwinError, match="FOREACH_BATCH_USER_FUNCTION_ERROR"):
+        table.process_all_available()
+    state = Path(table.location) / "sqlwin"
+    assert (state / "rows" / "6").is_dir() and not (state / "state" / "6.json").exists()
+    assert (Path(table.location) / "data" / "micro_batch=6").is_dir()
+    monkeypatch.setattr(StateStore, "commit", commit)
+    sqlwin.sql(spark, sql)
+    table = catalog.find_table("cw_crash")
+    table.process_all_available()
+    feeder.feed(FILES[4:], table)
+    assert rows_of(spark.table("cw_crash"), PANES) == sorted(EXPECTED["early"])
+    assert rows_of(spark.table("cw_crash_late"), LATE) == LATE_ROWS
     assert (table.status().micro_batches, table.status().state_rows) == (8, 2)
 
 
