@@ -48,6 +48,7 @@ QUERIES = {
 }
 
 # Storm's count windows (GRAMMAR 1) and SESSION with a dynamic gap: the custom path's numbering and merging
+# (COUNT(DISTINCT) keeps raw rows in state; the other aggregates keep partial aggregates)
 COUNT_AND_DYNAMIC = {
     "tumble_rows": ("SELECT window_start, window_end, window_index, k, SUM(v) AS s, COUNT(*) AS c FROM TUMBLE("
                     "TABLE {src} PARTITION BY k, DESCRIPTOR(ts), ROWS 3) GROUP BY window_start, window_end, "
@@ -58,8 +59,8 @@ COUNT_AND_DYNAMIC = {
     "hop_rows_rows": ("SELECT window_start, window_end, window_index, k, SUM(v) AS s, COUNT(*) AS c FROM HOP(TABLE "
                       "{src} PARTITION BY k, DESCRIPTOR(ts), ROWS 2, ROWS 5) GROUP BY window_start, window_end, "
                       "window_index, k", "custom"),
-    "hop_rows_gaps": ("SELECT window_start, window_end, k, SUM(v) AS s FROM HOP(TABLE {src} PARTITION BY k, "
-                      "DESCRIPTOR(ts), ROWS 3, ROWS 2) GROUP BY window_start, window_end, k", "custom"),
+    "hop_rows_gaps": ("SELECT window_start, window_end, k, COUNT(DISTINCT v) AS d FROM HOP(TABLE {src} PARTITION "
+                      "BY k, DESCRIPTOR(ts), ROWS 3, ROWS 2) GROUP BY window_start, window_end, k", "custom"),
     "hop_rows_time": ("SELECT window_start, window_end, window_index, k, SUM(v) AS s, COUNT(*) AS c FROM HOP(TABLE "
                       "{src} PARTITION BY k, DESCRIPTOR(ts), ROWS 2, INTERVAL 90 SECONDS) GROUP BY window_start, "
                       "window_end, window_index, k", "custom"),

@@ -359,16 +359,22 @@ class CountWindowAssigner:
         return keyed
 
     def _store(self, rows: Any, batch: int, count: int) -> None:
-        """The rows of the windows, as the pane relation reads them (``PaneQuery.relation_sql``)."""
+        """The windows' new rows as the pane relation reads them (``PaneQuery.relation_sql``): the rows, or
+        their partial aggregates per window (``sqlwin.streaming.partials``) where the query decomposes."""
         from pyspark.sql import functions as F
 
         if not count:
             return
-        fields = [f for f in self.op.rows_schema.fields if f.name not in ("__mb", "__present")]
+        op = self.op
         present = set(rows.columns)
         rows = rows.select(*[(F.col(f"`{f.name}`") if f.name in present else F.lit(None)).cast(f.dataType)
-                             .alias(f.name) for f in fields])
-        self.op.store_rows(rows, batch, count)
+                             .alias(f.name) for f in op.assigned_schema.fields])
+        decomposition = op.query.decomposition
+        if decomposition is not None:
+            rows.withColumn("__status", F.lit(None).cast("string")).createOrReplaceTempView(op.views.annotated)
+            sql = decomposition.partial_sql(op.views.annotated, op.shape.source_alias, len(op.shape.keys))
+            rows = op.spark.sql(sql).drop("__status", "__n")
+        op.store_rows(rows, batch, count)
 
     # -- 4. panes -----------------------------------------------------------------------------
     def drive(self, accepted: dict, batch: int, watermark: int, processing_time: int) -> tuple[list, int]:
