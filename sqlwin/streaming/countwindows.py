@@ -373,7 +373,7 @@ class CountWindowAssigner:
         if decomposition is not None:
             rows.withColumn("__status", F.lit(None).cast("string")).createOrReplaceTempView(op.views.annotated)
             sql = decomposition.partial_sql(op.views.annotated, op.shape.source_alias, len(op.shape.keys))
-            rows = op.spark.sql(sql).drop("__status", "__n")
+            rows = rows.sparkSession.sql(sql).drop("__status", "__n")  # the micro-batch's session
         op.store_rows(rows, batch, count)
 
     # -- 4. panes -----------------------------------------------------------------------------
