@@ -35,6 +35,7 @@ from sqlwin.core.panes import (
 )
 from sqlwin.plan.statements import CreateStream
 from sqlwin.plan.windows import WindowKind
+from sqlwin.streaming.countwindows import CountWindowAssigner
 from sqlwin.streaming.panequery import PaneQuery, Views, key_ddl
 from sqlwin.streaming.partials import Decomposition, decompose
 from sqlwin.streaming.sessions import SessionAssigner
@@ -72,6 +73,8 @@ class MicroBatchOperator:
         self.relation_columns = [c.name for c in shape.window.relation.columns] if shape.window else None
         self.sessions = SessionAssigner(self) if shape.window is not None and \
             shape.window.kind is WindowKind.SESSION else None
+        self.counts = CountWindowAssigner(self) if shape.window is not None and shape.window.is_count_based \
+            else None
         self._prepare_schemas()
         self._restore()
 
@@ -187,13 +190,15 @@ class MicroBatchOperator:
             self.tracker.advance_idle(processing_time)
         watermark = self.tracker.current
         accepted: dict[WindowKey, int] = {}
-        if count:
+        if self.counts is not None:  # count windows number waiting rows in micro-batches without rows too
+            accepted = self.counts.assign(spark, batch, watermark, with_rows=count > 0)
+        elif count:
             accepted = self._assign(spark, batch, watermark)
         panes, expired = self._drive(accepted, batch, watermark, processing_time)
         self._emit(spark, panes, batch)
         self.tracker.after_batch(max_ts, processing_time)
         moved = self.tracker.current > start
-        if count or panes or expired or moved:
+        if count or panes or expired or moved or (self.counts is not None and self.counts.changed):
             self.counters["rows_in"] += count
             self.counters["panes"] += len(panes)
             self.counters["micro_batches"] += 1
@@ -320,13 +325,17 @@ class MicroBatchOperator:
         for part in parts[1:]:
             union = union.unionByName(part)
         columns = [*self.relation_columns, "window_start", "window_end"]
-        self.late_sink.write(union.select(*[F.col(f"`{c}`") for c in columns],
-                                          F.timestamp_micros(F.lit(watermark)).alias("watermark"), "reason"), batch)
+        # at the end of input the watermark is +infinity, which no TIMESTAMP holds: NULL
+        mark = F.timestamp_micros(F.lit(watermark)) if watermark < MAX_TIME else F.lit(None).cast("timestamp")
+        self.late_sink.write(union.select(*[F.col(f"`{c}`") for c in columns], mark.alias("watermark"), "reason"),
+                             batch)
 
     # -- 2. panes -----------------------------------------------------------------------------
     def _drive(self, accepted: dict[WindowKey, int], batch: int, watermark: int,
                processing_time: int) -> tuple[list[tuple[WindowKey, Pane]], int]:
         """The pane driver over the windows that got rows and those whose timers are due: (panes, expired)."""
+        if self.counts is not None:
+            return self.counts.drive(accepted, batch, watermark, processing_time)
         fired: list[tuple[WindowKey, Pane]] = []
         expired = 0
         due = [w for w, s in self.windows.items() if w not in accepted and self._due(s, watermark, processing_time)]
@@ -391,6 +400,7 @@ class MicroBatchOperator:
             "windows": [[k, s, e, st.to_dict()] for (k, s, e), st in self.windows.items()],
             "rows": {str(b): n for b, n in self.rows_by_batch.items()},
             "counters": self.counters,
+            **({"count_windows": self.counts.to_dict()} if self.counts is not None else {}),
         })
         self.next_batch = batch + 1
         self.sink.register(self.spark)
@@ -406,7 +416,8 @@ class MicroBatchOperator:
             return
         wanted = int(self.ticks.read().get("wanted") or 0)
         watermark, now = self.tracker.current, self.current_processing_time
-        if any(self._due(s, watermark, now) for s in self.windows.values()):
+        if any(self._due(s, watermark, now) for s in self.windows.values()) or \
+                (self.counts is not None and self.counts.due(watermark)):
             wanted = max(wanted, batch + 1)
         self.ticks.request(wanted, wake_at=self.next_wake(), wake_tick=max(wanted, batch + 1))
 
@@ -424,6 +435,7 @@ class MicroBatchOperator:
         timers = [self.driver.timers(s) for s in self.windows.values()]
         proc = [t.processing_time for t in timers if t.processing_time is not None and t.processing_time > now]
         events = [t.event_time for t in timers if t.event_time is not None and t.event_time < MAX_TIME]
+        events += self.counts.event_timers() if self.counts is not None else []
         if self.shape.processing_time:  # the clock itself moves the watermark: wake when a window ends
             idle = min((e + 1 for e in events if e + 1 > now), default=None)
         else:
@@ -434,7 +446,7 @@ class MicroBatchOperator:
     # -- metrics ------------------------------------------------------------------------------
     @property
     def state_rows(self) -> int:
-        return sum(self.rows_by_batch.values())
+        return sum(self.rows_by_batch.values()) + (self.counts.state_rows if self.counts is not None else 0)
 
     @property
     def open_windows(self) -> int:

@@ -133,6 +133,8 @@ class PaneQuery:
         fired = f"(SELECT *, FROM_JSON(__key, '{key_ddl}') AS __kk FROM {v.fired})" if shape.keys else v.fired
         if shape.window is not None and shape.window.kind is WindowKind.SESSION:
             bounds = "r.__ts >= p.__ws AND r.__ts < p.__we"
+        elif shape.window is not None and shape.window.is_count_based:
+            bounds = "TRUE"  # a count window is named by __key alone (sqlwin.streaming.countwindows)
         else:
             bounds = "r.__ws = p.__ws AND r.__we = p.__we"
         return (f"SELECT {', '.join(items)} FROM {fired} AS p LEFT JOIN {v.rows} AS r "

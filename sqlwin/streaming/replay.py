@@ -18,8 +18,9 @@ Two ways to run it, one semantics (``PlannedReplay`` is the operator with its Sp
   in Python on those counts alone (the watermark a running max, lateness a comparison, the pane driver per
   window), and one Spark job computes every fired pane. A handful of Spark jobs whatever the number of
   micro-batches.
-- **stepped** (SESSION windows, whose stored rows move between sessions as they merge): the operator runs
-  each micro-batch's rows through Spark, as a streaming table does.
+- **stepped** (SESSION windows, whose stored rows move between sessions as they merge; count windows, whose
+  rows are numbered only once the watermark passes them): the operator runs each micro-batch's rows through
+  Spark, as a streaming table does.
 """
 
 from __future__ import annotations
@@ -156,8 +157,8 @@ class PlannedReplay(MicroBatchOperator):
     computed by one Spark job at the end. A pane's tokens are table micro-batch numbers (``BATCH``)."""
 
     def plannable(self, numbered: Any) -> bool:
-        if self.sessions is not None or self.shape.query.evict is not None:
-            return False
+        if self.sessions is not None or self.counts is not None or self.shape.query.evict is not None:
+            return False  # windows that move, or whose rows wait for the watermark to be numbered
         numbered.drop(CLOCK).createOrReplaceTempView(self.views.batch_of(0))
         self.assigned = self.spark.sql(self._assign_sql_with_batch())
         return BATCH in self.assigned.columns  # else a subquery in the TVF drops it: step batch by batch

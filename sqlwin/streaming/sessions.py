@@ -3,7 +3,8 @@
 Per micro-batch, with ``W`` the watermark in force:
 
 1. A row whose own span ``[ts, ts + gap)`` is past its cleanup time (``W >= ts + gap + lateness``) is
-   dropped as late before merging (Beam), with that span as its window in LATE ROWS TO.
+   dropped as late before merging (Beam), with that span as its window in LATE ROWS TO. ``gap`` is the
+   row's own with a dynamic gap (rows whose gap is NULL or not positive are in no session, never late).
 2. Spark computes the micro-batch's own sessions from the other rows (the batch backend's SESSION plan),
    and Python receives one line per such session: (key, start, end, rows).
 3. Per key, those sessions and the open ones of earlier micro-batches merge when they overlap or touch;
@@ -20,6 +21,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from sqlglot import exp
+
 from sqlwin.core.panes import MIN_TIME
 
 LATE = "late"
@@ -35,14 +38,16 @@ class SessionAssigner:
 
         op = self.op
         spec = op.shape.window
-        gap = spec.gap
-        ts_us = F.unix_micros(F.col(f"`{spec.time_col}`"))
-        threshold = watermark - op.shape.lateness - gap  # late: ts + gap + lateness <= W
+        ts = F.col(f"`{spec.time_col}`")
+        ts_us = F.unix_micros(ts)
         rows = spark.table(op.views.batch)
+        gap = self._gap(spark)
         late_parts = []
         late_count = 0
-        if threshold >= MIN_TIME:
-            is_late = F.col(f"`{spec.time_col}`").isNotNull() & (ts_us <= F.lit(threshold))
+        if watermark - op.shape.lateness > MIN_TIME:  # late: ts + gap + lateness <= W
+            end = ts_us + gap
+            is_late = F.coalesce(ts.isNotNull() & (gap > 0) & (end <= F.lit(watermark - op.shape.lateness)),
+                                 F.lit(False))
             late_count = rows.where(is_late).count()
             if late_count:
                 # Spark Connect resolves a DataFrame's view names when it runs, not when it is built: the late rows
@@ -52,8 +57,8 @@ class SessionAssigner:
                 rows = spark.table(arrived)
                 late = rows.where(is_late)
                 late_parts.append(late.select(*[F.col(f"`{c}`") for c in op.relation_columns],
-                                              F.col(f"`{spec.time_col}`").alias("window_start"),
-                                              F.timestamp_micros(ts_us + F.lit(gap)).alias("window_end"),
+                                              ts.alias("window_start"),
+                                              F.timestamp_micros(end).alias("window_end"),
                                               F.lit(LATE).alias("reason")))
                 rows.where(~is_late).createOrReplaceTempView(op.views.batch)
         assigned = spark.sql(op.query.assign_sql).persist()
@@ -76,6 +81,17 @@ class SessionAssigner:
         finally:
             assigned.unpersist()
         return accepted
+
+    def _gap(self, spark: Any) -> Any:
+        """Each row's gap in microseconds: the static gap, or the dynamic gap expression (GRAMMAR 1) over the
+        row, as the batch backend measures it (rows whose gap is NULL or not positive are in no session)."""
+        from pyspark.sql import functions as F
+
+        spec = self.op.shape.window
+        if isinstance(spec.gap, int):
+            return F.lit(spec.gap)
+        gap = self.op.query.compiler.gap_us(spec, exp.column(spec.time_col, "__r"))
+        return F.expr(gap.transform(_unqualify).sql(dialect="spark"))
 
     def _merge(self, spans: list, watermark: int, processing_time: int) -> tuple[dict, dict, list]:
         """Merge the micro-batch's sessions into the open ones. Returns the new-row counts per (merged)
@@ -144,6 +160,12 @@ class SessionAssigner:
         return joined.select(*[F.col(f"`{c}`") for c in op.relation_columns],
                              F.timestamp_micros("__cs").alias("window_start"),
                              F.timestamp_micros("__ce").alias("window_end"), F.lit(CLOSED).alias("reason"))
+
+
+def _unqualify(node: exp.Expr) -> exp.Expr:
+    if isinstance(node, exp.Column) and node.table == "__r":
+        return exp.column(node.name, quoted=True)
+    return node
 
 
 def _clusters(items: list) -> list:

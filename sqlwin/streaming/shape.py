@@ -28,6 +28,7 @@ from sqlwin.errors import SqlwinError
 from sqlwin.plan import triggers as tp
 from sqlwin.plan.statements import CreateReplayStream, CreateStream, WindowedQuery
 from sqlwin.plan.windows import WindowKind, WindowSpec
+from sqlwin.streaming.countwindows import check_count_query
 
 PANE_COLUMNS = ("pane_index", "pane_timing", "is_final")
 WINDOW_BOUNDS = ("window_start", "window_end")
@@ -91,13 +92,9 @@ def analyse(query: WindowedQuery, streams: dict[str, CreateStream | CreateReplay
                                                           "in the SELECT that reads the window TVF")
         alias = spec.alias
         window: WindowSpec | None = spec
-        if spec.is_count_based:
-            raise SqlwinError.at(tvf, "count windows (ROWS) do not run in streaming queries in this version of "
-                                      "sqlwin; run them over a table (batch)")
-        if spec.kind is WindowKind.SESSION and (spec.dynamic_gap or spec.max_duration is not None):
-            what = "a dynamic gap" if spec.dynamic_gap else "MAX_DURATION"
-            raise SqlwinError.at(tvf, f"SESSION with {what} does not run in streaming queries in this version of "
-                                      "sqlwin (a static gap does); run it over a table (batch)")
+        if spec.kind is WindowKind.SESSION and spec.max_duration is not None:
+            raise SqlwinError.at(tvf, "SESSION with MAX_DURATION does not run in streaming queries in this version "
+                                      "of sqlwin (a static or dynamic gap does); run it over a table (batch)")
     else:
         table = tables[0]
         carrier = table.find_ancestor(exp.Select)
@@ -142,7 +139,10 @@ def analyse(query: WindowedQuery, streams: dict[str, CreateStream | CreateReplay
     elif window is not None and window.kind is WindowKind.SESSION:
         raise SqlwinError.at(window.node, "in a streaming query, SESSION windows feed an aggregation "
                                           "(GROUP BY window_start, window_end and the PARTITION BY columns)")
-    return StreamingShape(query, stream, window, carrier, alias, keys, aggregated, read, in_processing_time)
+    shape = StreamingShape(query, stream, window, carrier, alias, keys, aggregated, read, in_processing_time)
+    if window is not None and window.is_count_based:
+        check_count_query(shape)
+    return shape
 
 
 def choose_path(shape: StreamingShape) -> tuple[str, str]:
@@ -155,7 +155,9 @@ def choose_path(shape: StreamingShape) -> tuple[str, str]:
         reasons.append("several streams")
     if w is None:
         reasons.append("global window")
-    elif w.kind not in (WindowKind.TUMBLE, WindowKind.HOP) or w.is_count_based:
+    elif w.is_count_based:
+        reasons.append("count windows")
+    elif w.kind not in (WindowKind.TUMBLE, WindowKind.HOP):
         reasons.append(f"{w.kind.value} windows")
     elif w.kind is WindowKind.HOP and isinstance(w.slide, int) and isinstance(w.size, int) and w.slide > w.size:
         reasons.append("HOP with slide > size")
