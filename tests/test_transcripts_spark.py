@@ -217,6 +217,17 @@ def test_runnable_cases():
     assert set(STREAMING_SUBSET) <= set(runnable("streaming")[0])
 
 
+def test_evict_cases_list_rows_in_arrival_order():
+    """A live stream orders a micro-batch's rows by (ts, key, id), replay by id: an evict case's batches are
+    listed in an order that is both, so all three executors see the same arrival order."""
+    for case in CASES:
+        if case.get("evict"):
+            for step in case["steps"]:
+                rows = [parse_row(r, 1) for r in step.get("batch") or []]
+                assert rows == sorted(rows, key=lambda r: (r[2], r[0], r[1])) == sorted(rows, key=lambda r: r[1]), \
+                    case["name"]
+
+
 # --- running a case on Spark -----------------------------------------------------------------------
 
 def interval(n: int, case: dict) -> str:

@@ -409,6 +409,27 @@ def test_delta_and_time_evictors():
         Evictor(plan.EvictSpec(plan.KeepLastInterval(5)))
 
 
+def test_evictors_sort_by_arrival_and_evict_null_values():
+    """Contents are evicted in arrival order (``arrival``); a row whose time or DELTA value is NULL is evicted."""
+    keep_recent = Evictor(plan.EvictSpec(plan.KeepLastInterval(5)), row_time=lambda r: r[1], arrival=lambda r: r[0])
+    assert keep_recent.split([(2, 10), (1, None), (0, 3), (3, 6)]) == ([(2, 10), (3, 6)], [(0, 3), (1, None)])
+    assert keep_recent.split([(0, None)]) == ([], [(0, None)])
+    last_two = Evictor(plan.EvictSpec(plan.KeepLastRows(2)), arrival=lambda r: r[0])
+    assert last_two.split([(2, "c"), (0, "a"), (1, "b")]) == ([(1, "b"), (2, "c")], [(0, "a")])
+    delta = Evictor(plan.EvictSpec(plan.DeltaEvictor(None, None)), arrival=lambda r: r[0], threshold=3,
+                    delta=lambda r, last: None if r[1] is None or last[1] is None else abs(last[1] - r[1]))
+    assert delta.split([(1, None), (0, 4), (2, 5)]) == ([(0, 4), (2, 5)], [(1, None)])
+    assert delta.split([(0, 4), (1, None)]) == ([], [(0, 4), (1, None)])  # the last row's value is NULL
+
+
+def test_evict_before_everything_fires_an_empty_pane_and_keeps_nothing():
+    driver = PaneDriver(plan.EmitSpec(plan.Repeatedly(plan.AfterCount(2))),
+                        evictor=Evictor(plan.EvictSpec(plan.KeepLastInterval(1)), row_time=lambda r: None))
+    state = driver.new_window(*GLOBAL_WINDOW)
+    pane = driver.process(state, ["a", "b"], MIN_TIME, 0).pane
+    assert (pane.rows, pane.new_rows, pane.evicted) == ((), ("a", "b"), ("a", "b")) and state.emitted == []
+
+
 def test_evict_after_aggregates_first():
     driver = PaneDriver(plan.EmitSpec(plan.Repeatedly(plan.AfterCount(2))),
                         evictor=Evictor(plan.EvictSpec(plan.KeepLastRows(1), before=False)))

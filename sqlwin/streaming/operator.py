@@ -9,7 +9,8 @@ watermark in force (computed at the end of the previous micro-batch) and ``P`` i
 2. Python runs the pane driver (``sqlwin.core.panes``) per (key, window) on the *counts* of new rows,
    plus every window whose event- or processing-time timer is due: this decides which panes fire.
 3. Spark computes every fired pane with the user's own query over that pane's stored rows
-   (``sqlwin.streaming.panequery``), and the result is written as micro-batch ``n`` of the sink.
+   (``sqlwin.streaming.panequery``), and the result is written as micro-batch ``n`` of the sink. With
+   EVICT, Spark first evicts over each fired pane's contents (``sqlwin.streaming.evictors``).
 4. The watermark advances (max ts minus the delay; the idle rule of GRAMMAR 3); if it moved, or a
    processing-time timer is pending, the operator asks for a no-data micro-batch (tick source), just as
    Spark runs one for its own stateful operators. Windows therefore fire in the micro-batch *after* the
