@@ -219,3 +219,37 @@ def test_evictors_that_cannot_run_are_errors_before_start(spark, root, clauses, 
         sqlwin.sql(spark, f"CREATE STREAMING TABLE bad AS SELECT k, COUNT(*) AS c FROM s_bad GROUP BY k {clauses}")
     assert err.value.line == 1 and err.value.col is not None
     assert catalog.find_table("bad") is None
+
+
+def test_evictor_state_for_spark_connect(spark, root):
+    """Over Spark Connect the operator is pickled to the server with its evictor (sqlwin.streaming.connect): no
+    DataFrame goes along, the evicted sets' folder is made where it is unpickled, and the client's read-only
+    restore of the committed state (its status) deletes nothing on disk, where the operator's own restore
+    deletes an uncommitted attempt's evicted set."""
+    from sqlwin.pipeline import compile_statement
+    from sqlwin.streaming.connect import CommittedState
+    from sqlwin.streaming.evictors import SparkEvictor
+    from sqlwin.streaming.operator import MicroBatchOperator
+    from sqlwin.streaming.shape import analyse
+    from sqlwin.streaming.sinks import BatchSink
+    from sqlwin.streaming.statements import streams_read
+
+    spark.createDataFrame([("a", 1, T0, 0)], "k string, v int, ts timestamp, seq int").createOrReplaceTempView("t_pk")
+    sqlwin.sql(spark, "CREATE STREAM r_pk FROM TABLE t_pk ARRIVAL ORDER BY seq WATERMARK FOR ts AS ts")
+    query = compile_statement(GLOBAL_KEEP_LAST.format(src="r_pk"), "spark", catalog=spark, spark=spark).plan
+    folder = root / "pk"
+    operator = MicroBatchOperator(spark, analyse(query, streams_read(spark, query.node)), str(folder),
+                                  BatchSink("pk_out", str(folder / "data")), None, "pk")
+    operator.step(spark, spark.table("t_pk"), 0)  # micro-batch 0: one pane, committed
+    state = operator.evictor.__getstate__()
+    assert "_rows" not in state and operator.evictor._rows is not None
+    os.rmdir(operator.evictor.folder)
+    clone = SparkEvictor.__new__(SparkEvictor)
+    clone.__setstate__(state)
+    assert os.path.isdir(clone.folder) and clone._rows is None
+
+    os.makedirs(os.path.join(clone.folder, "1"))  # as if micro-batch 1 were being evicted, not committed yet
+    CommittedState(spark, operator.store.root).refresh(operator)
+    assert os.listdir(clone.folder) == ["1"] and operator.next_batch == 1
+    operator._restore()
+    assert os.listdir(clone.folder) == []

@@ -35,6 +35,7 @@ from sqlwin.errors import SqlwinError
 from sqlwin.plan import triggers as tp
 from sqlwin.plan.statements import CreateReplayStream
 from sqlwin.plan.windows import NESTED_TYPE_PREFIXES, TimeType, WindowKind
+from sqlwin.streaming.state import StateStore
 
 if TYPE_CHECKING:
     from sqlwin.streaming.shape import StreamingShape
@@ -93,6 +94,15 @@ class SparkEvictor:
     @classmethod
     def of(cls, operator: Any) -> SparkEvictor | None:
         return cls(operator) if operator.shape.query.evict is not None else None
+
+    def __getstate__(self) -> dict:
+        """Pickled with its operator to a Spark Connect server (``sqlwin.streaming.connect``): no DataFrame."""
+        return {k: v for k, v in self.__dict__.items() if k != "_rows"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._rows = None
+        os.makedirs(self.folder, exist_ok=True)  # on the file system of the process that runs the micro-batches
 
     # -- stored rows --------------------------------------------------------------------------
     def prepare(self, rows: Any) -> Any:
@@ -233,8 +243,12 @@ class SparkEvictor:
         self.dead = []
 
     def restore(self, data: dict) -> None:
-        """The committed evicted sets; the others are an uncommitted attempt's, deleted."""
+        """The committed evicted sets; the others are an uncommitted attempt's, deleted, by the process that
+        runs the micro-batches only (over Spark Connect the client restores a read-only copy to report status,
+        ``connect.CommittedState``, while the server may be writing the next set)."""
         self.live = {int(b): list(named) for b, named in data.items()}
+        if not isinstance(self.op.store, StateStore) or not os.path.isdir(self.folder):
+            return
         for name in os.listdir(self.folder):
             if name.isdigit() and int(name) not in self.live:
                 self._drop(int(name))
