@@ -15,6 +15,7 @@ expected ``micro_batch`` numbers; cases that cannot run are listed with the reas
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,6 +52,8 @@ STREAMING_SUBSET = [
     "default_trigger_with_lateness", "early_late_discarding_fire_always", "after_count_finishes_and_closes",
     "until_binds_loosest", "every_interval", "repeatedly_after_any", "session_merge_after_on_time",
     "session_merge_into_closed", "emit_final",
+    # evictors: time (EARLY panes, then the ON_TIME one in a no-data micro-batch), delta, sessions merging
+    "evict_keep_last_interval", "evict_delta_arrival_order", "evict_session_merge_arrival_order",
 ]
 
 
@@ -143,6 +146,7 @@ def expected(case: dict, batches: list[Batch]) -> Expected:
     tracker = WatermarkTracker(case.get("watermark", {}).get("delay", 0) * unit)
     panes, dropped = set(), set()
     number, end_batch = 0, None
+    arrival = itertools.count()  # rows are (id, ts, arrival number), as in tests/test_triggers.py
     for batch in batches:
         start = tracker.current
         if batch.kind == "end":
@@ -150,12 +154,12 @@ def expected(case: dict, batches: list[Batch]) -> Expected:
         watermark = tracker.current
         if "session" in case["window"]:
             gap = case["window"]["session"] * unit
-            groups, lost = windows.assign_sessions([(k, (i, ts), ts) for k, i, ts in batch.rows], gap, watermark,
-                                                   batch.clock)
+            groups, lost = windows.assign_sessions([(k, (i, ts, next(arrival)), ts) for k, i, ts in batch.rows], gap,
+                                                   watermark, batch.clock)
         else:
             groups, lost = {}, []
             for key, rid, ts in batch.rows:
-                groups.setdefault((key, *assign(case, ts, unit)), []).append((rid, ts))
+                groups.setdefault((key, *assign(case, ts, unit)), []).append((rid, ts, next(arrival)))
         got, drops, expired = [], {(d.row[0], d.reason) for d in lost}, False
         for (key, start_us, end_us), outcome in windows.process(groups, watermark, batch.clock):
             drops |= {(d.row[0], d.reason) for d in outcome.dropped}
@@ -211,6 +215,17 @@ def test_runnable_cases():
         assert excluded == EXCLUDED[executor], executor
         assert len(names) + len(excluded) == len([c for c in CASES if "error" not in c])
     assert set(STREAMING_SUBSET) <= set(runnable("streaming")[0])
+
+
+def test_evict_cases_list_rows_in_arrival_order():
+    """A live stream orders a micro-batch's rows by (ts, key, id), replay by id: an evict case's batches are
+    listed in an order that is both, so all three executors see the same arrival order."""
+    for case in CASES:
+        if case.get("evict"):
+            for step in case["steps"]:
+                rows = [parse_row(r, 1) for r in step.get("batch") or []]
+                assert rows == sorted(rows, key=lambda r: (r[2], r[0], r[1])) == sorted(rows, key=lambda r: r[1]), \
+                    case["name"]
 
 
 # --- running a case on Spark -----------------------------------------------------------------------
@@ -323,11 +338,6 @@ def run_streaming(spark, case: dict, batches: list[Batch], folder: Path) -> tupl
         catalog.remove_table(table.name)
 
 
-# Refused by streaming and replay in this version of sqlwin (the lead is adding them): while refused, the
-# replay test checks the refusal; once accepted, the panes.
-REFUSED_TODAY = {"evict_keep_last_rows": "EVICT does not run in streaming queries"}
-
-
 @pytest.fixture(autouse=True)
 def streaming_dir(tmp_path, monkeypatch):
     """Replay and streaming tables keep their state under a folder of this test's own."""
@@ -339,14 +349,7 @@ def streaming_dir(tmp_path, monkeypatch):
 def test_replay_matches_corpus(spark, name):
     case = BY_NAME[name]
     batches, want = plan(case, "replay")
-    if name in REFUSED_TODAY:
-        try:
-            panes, dropped = run_replay(spark, case, batches)
-        except SqlwinError as err:
-            assert REFUSED_TODAY[name] in str(err)
-            return
-    else:
-        panes, dropped = run_replay(spark, case, batches)
+    panes, dropped = run_replay(spark, case, batches)
     assert panes == want.panes
     assert dropped == want.dropped
 

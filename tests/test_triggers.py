@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+from collections.abc import Callable
 from pathlib import Path
 
+import duckdb
 import pytest
+import sqlglot
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -50,9 +54,37 @@ def build_driver(case: dict, unit: int) -> PaneDriver:
         clauses.append(f"EMIT {case['emit']}")
     select = parse_one("SELECT k, COUNT(*) FROM t GROUP BY k " + " ".join(clauses))
     evict = plan_evict(select.args.get("evict"))
-    evictor = Evictor(evict, row_time=lambda row: row[1]) if evict else None
+    evictor = None
+    if evict is not None:  # rows are (id, ts micros, arrival number)
+        delta, threshold = duckdb_delta(evict.evictor) if isinstance(evict.evictor, plan.DeltaEvictor) else (None, None)
+        evictor = Evictor(evict, row_time=lambda row: row[1], arrival=lambda row: row[2], delta=delta,
+                          threshold=threshold)
     return PaneDriver(plan_emit(select.args.get("emit")), plan_lateness(select),
                       global_window=case["window"] == "global", evictor=evictor)
+
+
+def duckdb_delta(evictor: plan.DeltaEvictor) -> tuple[Callable, float]:
+    """``DELTA(expr) < threshold`` over a corpus row (``id``, ``ts``): ``|expr(row) - expr(last row)|``, with
+    ``expr`` and the threshold evaluated by DuckDB (translated from Spark SQL), not by sqlwin."""
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    expr = sqlglot.transpile(evictor.expr.sql("spark"), read="spark", write="duckdb")[0]
+    threshold_sql = sqlglot.transpile(evictor.threshold.sql("spark"), read="spark", write="duckdb")[0]
+    threshold = con.execute(f"SELECT CAST(({threshold_sql}) AS DOUBLE)").fetchone()[0]
+    values: dict[tuple, float | None] = {}
+
+    def value(row: tuple) -> float | None:
+        row = tuple(row)  # rows come back from the JSON round trip of the window state as lists
+        if row not in values:
+            values[row] = con.execute(f"SELECT CAST(({expr}) AS DOUBLE) FROM (SELECT ?::VARCHAR AS id, "
+                                      "make_timestamp(?::BIGINT) AS ts) AS t", [row[0], row[1]]).fetchone()[0]
+        return values[row]
+
+    def delta(row: tuple, last: tuple) -> float | None:
+        a, b = value(row), value(last)
+        return None if a is None or b is None else abs(a - b)
+
+    return delta, threshold
 
 
 def parse_row(row, unit: int) -> tuple[str, str, int]:
@@ -86,6 +118,7 @@ def run_transcript(case: dict) -> None:
     windows = WindowPanes(driver)
     proc = 0
     seen, emitted, dropped_all = [], [], []
+    arrival = itertools.count()
 
     def show_window(key_window):
         start, end = key_window[1:]
@@ -99,15 +132,16 @@ def run_transcript(case: dict) -> None:
         watermark = tracker.current
         proc = step.get("processing_time", proc // unit) * unit
         rows = [parse_row(r, unit) for r in step.get("batch") or []]
+        numbered = [(key, (rid, ts, next(arrival))) for key, rid, ts in rows]
         groups: dict[tuple, list] = {}
         panes, dropped = [], {}
         if "session" in case["window"]:
             gap = case["window"]["session"] * unit
-            groups, lost = windows.assign_sessions([(k, (rid, ts), ts) for k, rid, ts in rows], gap, watermark, proc)
+            groups, lost = windows.assign_sessions([(k, r, r[1]) for k, r in numbered], gap, watermark, proc)
             dropped.update((d.row[0], d.reason) for d in lost)
         else:
-            for key, rid, ts in rows:
-                groups.setdefault((key, *assign(case, ts, unit)), []).append((rid, ts))
+            for key, r in numbered:
+                groups.setdefault((key, *assign(case, r[1], unit)), []).append(r)
         for kw, outcome in windows.process(groups, watermark, proc):
             for d in outcome.dropped:
                 dropped[d.row[0]] = d.reason
@@ -373,6 +407,27 @@ def test_delta_and_time_evictors():
     assert delta.keep([1, 9, 8, 10]) == [False, True, True, True]
     with pytest.raises(ValueError):
         Evictor(plan.EvictSpec(plan.KeepLastInterval(5)))
+
+
+def test_evictors_sort_by_arrival_and_evict_null_values():
+    """Contents are evicted in arrival order (``arrival``); a row whose time or DELTA value is NULL is evicted."""
+    keep_recent = Evictor(plan.EvictSpec(plan.KeepLastInterval(5)), row_time=lambda r: r[1], arrival=lambda r: r[0])
+    assert keep_recent.split([(2, 10), (1, None), (0, 3), (3, 6)]) == ([(2, 10), (3, 6)], [(0, 3), (1, None)])
+    assert keep_recent.split([(0, None)]) == ([], [(0, None)])
+    last_two = Evictor(plan.EvictSpec(plan.KeepLastRows(2)), arrival=lambda r: r[0])
+    assert last_two.split([(2, "c"), (0, "a"), (1, "b")]) == ([(1, "b"), (2, "c")], [(0, "a")])
+    delta = Evictor(plan.EvictSpec(plan.DeltaEvictor(None, None)), arrival=lambda r: r[0], threshold=3,
+                    delta=lambda r, last: None if r[1] is None or last[1] is None else abs(last[1] - r[1]))
+    assert delta.split([(1, None), (0, 4), (2, 5)]) == ([(0, 4), (2, 5)], [(1, None)])
+    assert delta.split([(0, 4), (1, None)]) == ([], [(0, 4), (1, None)])  # the last row's value is NULL
+
+
+def test_evict_before_everything_fires_an_empty_pane_and_keeps_nothing():
+    driver = PaneDriver(plan.EmitSpec(plan.Repeatedly(plan.AfterCount(2))),
+                        evictor=Evictor(plan.EvictSpec(plan.KeepLastInterval(1)), row_time=lambda r: None))
+    state = driver.new_window(*GLOBAL_WINDOW)
+    pane = driver.process(state, ["a", "b"], MIN_TIME, 0).pane
+    assert (pane.rows, pane.new_rows, pane.evicted) == ((), ("a", "b"), ("a", "b")) and state.emitted == []
 
 
 def test_evict_after_aggregates_first():

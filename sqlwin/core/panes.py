@@ -20,7 +20,11 @@ tuples, anything the caller aggregates later. Each call emits at most one pane:
   in a window that received a row before its end; every other pane is LATE, including count and
   processing-time firings after the end (a trigger without AFTER WATERMARK has no ON_TIME pane).
 - A firing without new rows emits nothing, except the ON_TIME pane (Beam ``FIRE_ALWAYS``): so an empty
-  pane only ever comes from AFTER WATERMARK reaching the end of a window that has rows.
+  pane only ever comes from AFTER WATERMARK reaching the end of a window that has rows, or from an
+  evictor that evicted every row before the window function.
+- ``EVICT`` (Flink): at every pane the evictor runs over the pane's contents (ACCUMULATING: every row kept
+  so far; DISCARDING: the rows since the previous pane) in arrival order; EVICT BEFORE aggregates what it
+  left, EVICT AFTER aggregates everything; evicted rows leave the window for good (``retain``).
 - ``is_final`` is true exactly when the trigger finished with this firing (the window then closes:
   later rows are dropped as ``window closed``) or when the pane is emitted in the call where the window
   expires (``W >= cleanup_time``; what is left is emitted then, as Beam does at garbage collection, which
@@ -124,14 +128,22 @@ class WindowState:
 
 
 class Evictor:
-    """Flink evictors over a window's contents (arrival order) at each firing."""
+    """Flink's evictors over a window's contents at each firing (``EvictingWindowOperator``): CountEvictor
+    keeps the last n rows in arrival order, TimeEvictor the rows with ``ts > max ts - interval``, DeltaEvictor
+    the rows whose delta to the last row is below the threshold. A row is kept only when its condition holds,
+    so a row whose time or DELTA value is NULL is evicted.
 
-    def __init__(self, spec: plan.EvictSpec, row_time: Callable[[Any], int] | None = None,
-                 delta: Callable[[Any, Any], float] | None = None, threshold: float | None = None):
+    ``arrival(row)``: the row's place in arrival order, for contents that are not already in that order
+    (merged sessions hold each merging window's rows one after the other); None: the order given."""
+
+    def __init__(self, spec: plan.EvictSpec, row_time: Callable[[Any], int | None] | None = None,
+                 delta: Callable[[Any, Any], float | None] | None = None, threshold: float | None = None,
+                 arrival: Callable[[Any], Any] | None = None):
         self.spec = spec
         self.row_time = row_time
         self.delta = delta
         self.threshold = threshold
+        self.arrival = arrival
         ev = spec.evictor
         if isinstance(ev, plan.KeepLastInterval) and row_time is None:
             raise ValueError("KEEP LAST interval needs row_time(row) -> micros")
@@ -142,18 +154,30 @@ class Evictor:
     def before(self) -> bool:
         return self.spec.before
 
+    def split(self, rows: Sequence) -> tuple[list, list]:
+        """The contents in arrival order, split into (kept, evicted)."""
+        ordered = sorted(rows, key=self.arrival) if self.arrival is not None else list(rows)
+        keep = self.keep(ordered)
+        return ([r for r, k in zip(ordered, keep, strict=True) if k],
+                [r for r, k in zip(ordered, keep, strict=True) if not k])
+
     def keep(self, rows: Sequence) -> list[bool]:
-        """Which rows stay (CountEvictor, TimeEvictor, DeltaEvictor)."""
+        """Which rows stay (CountEvictor, TimeEvictor, DeltaEvictor); ``rows`` in arrival order."""
         ev = self.spec.evictor
         if not rows:
             return []
         if isinstance(ev, plan.KeepLastRows):
             return [i >= len(rows) - ev.n for i in range(len(rows))]
         if isinstance(ev, plan.KeepLastInterval):
-            newest = max(self.row_time(r) for r in rows)  # type: ignore[misc]
-            return [self.row_time(r) > newest - ev.micros for r in rows]  # type: ignore[misc]
+            times = [self.row_time(r) for r in rows]  # type: ignore[misc]
+            known = [t for t in times if t is not None]
+            if not known:
+                return [False] * len(rows)
+            newest = max(known)
+            return [t is not None and t > newest - ev.micros for t in times]
         last = rows[-1]
-        return [self.delta(r, last) < self.threshold for r in rows]  # type: ignore[misc, operator]
+        deltas = [self.delta(r, last) for r in rows]  # type: ignore[misc]
+        return [d is not None and d < self.threshold for d in deltas]  # type: ignore[operator]
 
 
 class PaneDriver:
@@ -285,18 +309,27 @@ class PaneDriver:
         contents = state.emitted + state.pending if self.accumulating else list(state.pending)
         rows, evicted = tuple(contents), ()
         if self.evictor is not None:
-            keep = self.evictor.keep(contents)
-            kept = [r for r, k in zip(contents, keep, strict=True) if k]
-            evicted = tuple(r for r, k in zip(contents, keep, strict=True) if not k)
-            if self.evictor.before:
-                rows = tuple(kept)
+            kept, gone = self.evictor.split(contents)
+            rows, evicted = self.pane_input(contents, kept), tuple(gone)
             contents = kept
-        state.emitted = list(contents) if self.accumulating else []
-        state.pending = []
+        self.retain(state, contents)
         pane = Pane(state.next_index, timing, final, rows, new_rows, evicted)
         state.next_index += 1
         state.non_early_emitted = state.non_early_emitted or timing is not plan.PaneTiming.EARLY
         return pane
+
+    # --- eviction (Flink's EvictingWindowOperator.emitWindowContents) --------------------------------
+    def pane_input(self, contents: Sequence, kept: Sequence) -> tuple:
+        """What the pane aggregates: the rows left by the evictor (EVICT BEFORE, the default) or every row
+        of the contents (EVICT AFTER: the evictor runs after the window function)."""
+        return tuple(kept) if self.evictor is None or self.evictor.before else tuple(contents)
+
+    def retain(self, state: WindowState, kept: Sequence) -> None:
+        """After a pane: an ACCUMULATING window keeps the rows the evictor left (evicted rows are gone for good:
+        later panes never see them); a DISCARDING one keeps nothing. The Spark operator, which evicts in Spark,
+        calls this with the rows (tokens) that still hold a kept row."""
+        state.emitted = list(kept) if self.accumulating else []
+        state.pending = []
 
     def _close(self, state: WindowState) -> None:
         """The trigger finished or the window expired: keep only the tombstone."""

@@ -9,7 +9,8 @@ watermark in force (computed at the end of the previous micro-batch) and ``P`` i
 2. Python runs the pane driver (``sqlwin.core.panes``) per (key, window) on the *counts* of new rows,
    plus every window whose event- or processing-time timer is due: this decides which panes fire.
 3. Spark computes every fired pane with the user's own query over that pane's stored rows
-   (``sqlwin.streaming.panequery``), and the result is written as micro-batch ``n`` of the sink.
+   (``sqlwin.streaming.panequery``), and the result is written as micro-batch ``n`` of the sink. With
+   EVICT, Spark first evicts over each fired pane's contents (``sqlwin.streaming.evictors``).
 4. The watermark advances (max ts minus the delay; the idle rule of GRAMMAR 3); if it moved, or a
    processing-time timer is pending, the operator asks for a no-data micro-batch (tick source), just as
    Spark runs one for its own stateful operators. Windows therefore fire in the micro-batch *after* the
@@ -36,6 +37,7 @@ from sqlwin.core.panes import (
 from sqlwin.plan.statements import CreateStream
 from sqlwin.plan.windows import WindowKind
 from sqlwin.streaming.countwindows import CountWindowAssigner
+from sqlwin.streaming.evictors import SparkEvictor
 from sqlwin.streaming.panequery import PaneQuery, Views, key_ddl
 from sqlwin.streaming.partials import Decomposition, decompose
 from sqlwin.streaming.sessions import SessionAssigner
@@ -75,6 +77,7 @@ class MicroBatchOperator:
             shape.window.kind is WindowKind.SESSION else None
         self.counts = CountWindowAssigner(self) if shape.window is not None and shape.window.is_count_based \
             else None
+        self.evictor = SparkEvictor.of(self)  # EVICT: rows evicted in Spark at each firing (evictors.py)
         self._prepare_schemas()
         self._restore()
 
@@ -100,8 +103,10 @@ class MicroBatchOperator:
             stored_columns = self.query.decomposition.columns
         else:  # state: the rows themselves
             stored, stored_columns = assigned, self.row_columns
-        self.rows_schema = stored.withColumn("__mb", F.lit(0).cast("bigint")) \
-            .withColumn("__present", F.lit(True)).schema
+        stored = stored.withColumn("__mb", F.lit(0).cast("bigint")).withColumn("__present", F.lit(True))
+        if self.evictor is not None:  # stored rows carry their place in arrival order
+            stored = self.evictor.prepare(stored)
+        self.rows_schema = stored.schema
         self.relation_sql = self.query.relation_sql(stored_columns, self.key_ddl)
         self.pane_sql = self.query.pane_sql()
         spark = self.spark
@@ -114,11 +119,11 @@ class MicroBatchOperator:
 
     def _decomposition(self) -> Decomposition | None:
         """Partial aggregates where every aggregate splits; raw rows for SESSION windows (a stored row moves
-        to whichever session of its key contains its time) and where the query is not a decomposable
-        aggregation."""
+        to whichever session of its key contains its time), for EVICT (an evictor chooses among the rows) and
+        where the query is not a decomposable aggregation."""
         shape = self.shape
-        if not shape.aggregated or self.sessions is not None:
-            return None
+        if not shape.aggregated or self.sessions is not None or self.evictor is not None:
+            return None  # EVICT: an evictor needs the rows themselves (Flink keeps a window's elements)
         return decompose(shape.carrier, self.spark, self.views.annotated, shape.source_alias)
 
     def _partial_sql(self) -> str:
@@ -146,6 +151,8 @@ class MicroBatchOperator:
         self.windows = {(k, s, e): WindowState.from_dict(st) for k, s, e, st in data["windows"]}
         self.rows_by_batch = {int(b): n for b, n in data["rows"].items()}
         self.counters.update(data["counters"])
+        if self.evictor is not None:
+            self.evictor.restore(data.get("evicted", {}))
         for batch in self.store.row_batches_on_disk():  # written by an attempt that did not commit
             if batch not in self.rows_by_batch:
                 self.store.drop_rows(batch)
@@ -308,6 +315,8 @@ class MicroBatchOperator:
         from pyspark.sql import functions as F
 
         rows = rows.withColumn("__mb", F.lit(batch).cast("bigint")).withColumn("__present", F.lit(True))
+        if self.evictor is not None:
+            rows = self.evictor.annotate(rows)
         rows.select(*self.rows_schema.fieldNames()).write.mode("overwrite").parquet(self.store.rows_path(batch))
         self.rows_by_batch[batch] = count
 
@@ -371,6 +380,8 @@ class MicroBatchOperator:
         paths = [self.store.rows_path(b) for b in sorted(batches or ()) if b in self.rows_by_batch]
         rows = spark.read.schema(self.rows_schema).parquet(*paths) if paths else \
             spark.createDataFrame([], self.rows_schema)
+        if self.evictor is not None:  # minus the rows evicted before
+            rows = self.evictor.surviving(spark, rows, batches)
         rows.createOrReplaceTempView(self.views.rows)
         spark.sql(self.relation_sql).createOrReplaceTempView(self.views.relation)
 
@@ -379,6 +390,8 @@ class MicroBatchOperator:
             self.sink.clear(batch)
             return
         self._register_pane_inputs(spark, fired, {b for _, p in fired for b in p.rows})
+        if self.evictor is not None:
+            self.evictor.at_firing(spark, fired, batch)
         self.sink.write(spark.sql(self.pane_sql), batch)
 
     # -- 4. bookkeeping -----------------------------------------------------------------------
@@ -389,6 +402,8 @@ class MicroBatchOperator:
         dead = [b for b in self.rows_by_batch if b not in live]
         for batch in dead:
             del self.rows_by_batch[batch]
+        if self.evictor is not None:
+            self.evictor.collect_garbage(set(self.rows_by_batch))
         return dead
 
     def _commit(self, batch: int, source_batch: int | None) -> None:
@@ -401,7 +416,10 @@ class MicroBatchOperator:
             "rows": {str(b): n for b, n in self.rows_by_batch.items()},
             "counters": self.counters,
             **({"count_windows": self.counts.to_dict()} if self.counts is not None else {}),
+            **({"evicted": self.evictor.to_dict()} if self.evictor is not None else {}),
         })
+        if self.evictor is not None:
+            self.evictor.committed()
         self.next_batch = batch + 1
         self.sink.register(self.spark)
         if self.late_sink is not None:

@@ -29,6 +29,7 @@ from sqlwin.plan import triggers as tp
 from sqlwin.plan.statements import CreateReplayStream, CreateStream, WindowedQuery
 from sqlwin.plan.windows import WindowKind, WindowSpec
 from sqlwin.streaming.countwindows import check_count_query
+from sqlwin.streaming.evictors import check_evictor
 
 PANE_COLUMNS = ("pane_index", "pane_timing", "is_final")
 WINDOW_BOUNDS = ("window_start", "window_end")
@@ -115,9 +116,6 @@ def analyse(query: WindowedQuery, streams: dict[str, CreateStream | CreateReplay
             window.time_col.lower() != stream.watermark.column.lower():
         raise SqlwinError.at(window.node, f"DESCRIPTOR({window.time_col}) must be the stream's watermark column "
                                           f"{stream.watermark.column}")
-    if query.evict is not None:
-        evict = next(s.args["evict"] for s in node.find_all(exp.Select) if s.args.get("evict"))
-        raise SqlwinError.at(evict, "EVICT does not run in streaming queries in this version of sqlwin")
     group = carrier.args.get("group")
     aggregated = group is not None or any(
         a.find_ancestor(exp.Window) is None for a in carrier.find_all(exp.AggFunc))
@@ -142,6 +140,12 @@ def analyse(query: WindowedQuery, streams: dict[str, CreateStream | CreateReplay
     shape = StreamingShape(query, stream, window, carrier, alias, keys, aggregated, read, in_processing_time)
     if window is not None and window.is_count_based:
         check_count_query(shape)
+    if query.evict is not None:
+        if window is not None and window.is_count_based:
+            evict = next(s.args["evict"] for s in node.find_all(exp.Select) if s.args.get("evict"))
+            raise SqlwinError.at(evict, "EVICT over count windows does not run in streaming queries in this "
+                                        "version of sqlwin; run it over a table (batch)")
+        check_evictor(shape)
     return shape
 
 
