@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--tag", help="name of the result files (default: quick, or the sizes)")
     parser.add_argument("--spark-memory", default="4g")
-    parser.add_argument("--replot", type=Path, metavar="CSV", help="redraw the table and charts of a saved run")
+    parser.add_argument("--replot", type=Path, nargs="+", metavar="CSV",
+                        help="redraw the table and charts of saved runs (several: merged, named by --tag)")
     args = parser.parse_args(argv)
 
     from rich.console import Console
@@ -102,10 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     engines = {n: suite.ENGINES[n] for n in names}
 
     if args.replot:
-        measurements = report.read_csv(args.replot)
+        measurements = [m for path in args.replot for m in report.read_csv(path)]
         report.print_table(measurements, console)
         rounds = max((len(m.times) for m in measurements), default=0)
-        return render(measurements, args.out, args.replot.stem.removeprefix("nexmark_"), rounds,
+        return render(measurements, args.out, args.tag or args.replot[0].stem.removeprefix("nexmark_"), rounds,
                       where=f"redrawn from a saved CSV; {report.load_summary(measurements)}")
 
     import duckdb
