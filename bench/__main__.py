@@ -73,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--tag", help="name of the result files (default: quick, or the sizes)")
     parser.add_argument("--spark-memory", default="4g")
+    parser.add_argument("--profile", action="store_true",
+                        help="time each phase of sqlwin's custom streaming operator (sqlwin-stream, replay)")
     parser.add_argument("--replot", type=Path, nargs="+", metavar="CSV",
                         help="redraw the table and charts of saved runs (several: merged, named by --tag)")
     args = parser.parse_args(argv)
@@ -116,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     say(f"starting Spark; sizes {', '.join(map(report.size_label, sizes))}, {len(queries)} queries, "
         f"engines {', '.join(engines)}, {rounds} rounds")
     spark = local_session("sqlwin-nexmark", {"spark.driver.memory": args.spark_memory})
+    from bench.streaming import print_phases, profile_operator
+
+    spent = profile_operator() if args.profile else None
     measurements: list[suite.Measurement] = []
     args.out.mkdir(parents=True, exist_ok=True)
     csv_path = args.out / f"nexmark_{tag}.csv"
@@ -139,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
                                  for m in ms) + f" ({ms[0].rows} rows)")
         duck.close()
     spark.stop()
+    print_phases(spent)
 
     report.print_table(measurements, console)
     report.write_csv(measurements, csv_path)

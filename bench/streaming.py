@@ -275,7 +275,8 @@ def state_rows(query: Any) -> int:
 
 
 # -- profile of the custom operator ---------------------------------------------------------------
-PHASES = ("_read", "_assign", "store_rows", "write_late", "_drive", "_emit", "_collect_garbage", "_commit", "step")
+PHASES = ("_read", "_assign", "_store_partials", "store_rows", "write_late", "_drive", "_emit", "_collect_garbage",
+          "_commit", "step")
 
 
 def profile_operator() -> dict[str, list[float]]:
