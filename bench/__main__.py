@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"{QUICK_EVENTS} events, 3 rounds, batch engines (unless --engines says otherwise)")
     parser.add_argument("--sizes", default="1M", help="comma-separated event counts, e.g. 1M,3M,10M")
     parser.add_argument("--rounds", type=int, help="timed rounds per query, median reported (default 5; --quick 3)")
+    parser.add_argument("--stream-rounds", type=int, help="timed rounds of the streaming engines (default --rounds)")
     parser.add_argument("--queries", default=",".join(q.name for q in suite.QUERIES))
     parser.add_argument("--engines", help="comma-separated (default: every timed engine; --quick: the batch ones): "
                         + ", ".join(n for n, e in suite.ENGINES.items() if e.timed))
@@ -107,8 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.replot:
         measurements = [m for path in args.replot for m in report.read_csv(path)]
         report.print_table(measurements, console)
-        rounds = max((len(m.times) for m in measurements), default=0)
-        return render(measurements, args.out, args.tag or args.replot[0].stem.removeprefix("nexmark_"), rounds,
+        return render(measurements, args.out, args.tag or args.replot[0].stem.removeprefix("nexmark_"),
                       where=f"redrawn from a saved CSV; {report.load_summary(measurements)}")
 
     import duckdb
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         suite.register_tables(ctx)
         for i, q in enumerate(queries, 1):
             say(f"[bold]{report.size_label(events)} {q.name}[/] ({i}/{len(queries)}, {q.kind}): checking results")
-            ms = suite.measure(q, ctx, rounds, engines, say=say)
+            ms = suite.measure(q, ctx, rounds, engines, say=say, stream_rounds=args.stream_rounds)
             measurements += ms
             report.write_csv(measurements, csv_path)  # after every query: a long run interrupted keeps its data
             say("  " + ", ".join(f"{m.engine} {m.median:.2f}s" if m.median is not None else f"{m.engine} {m.status}"
@@ -148,23 +148,23 @@ def main(argv: list[str] | None = None) -> int:
 
     report.print_table(measurements, console)
     report.write_csv(measurements, csv_path)
-    return render(measurements, args.out, tag, rounds, say)
+    return render(measurements, args.out, tag, say)
 
 
-def render(measurements: list, out: Path, tag: str, rounds: int, say=print, where: str | None = None) -> int:
+def render(measurements: list, out: Path, tag: str, say=print, where: str | None = None) -> int:
     """The Markdown table and the charts; the exit status (1 when an engine failed or disagreed)."""
     from bench.nexmark import report
 
     where = where or machine(measurements)
     out.mkdir(parents=True, exist_ok=True)
     sizes = sorted({m.events for m in measurements})
-    text = f"Nexmark, {rounds} interleaved rounds (median seconds); {where}\n\n" + report.markdown(measurements)
+    text = f"Nexmark, {report.rounds_summary(measurements)}, seconds; {where}\n\n" + report.markdown(measurements)
     if len(sizes) > 1:
         text += "\nTime against events (exponent 1 = linear):\n\n" + report.growth(measurements)
     (out / f"nexmark_{tag}.md").write_text(text)
     for events in sizes:
         report.bar_chart(measurements, events, out / f"nexmark_{tag}_{report.size_label(events)}.png",
-                         f"Nexmark, {report.size_label(events)} events (median of {rounds})")
+                         f"Nexmark, {report.size_label(events)} events ({report.rounds_summary(measurements)})")
     if len(sizes) > 1:
         report.scaling_chart(measurements, out / f"nexmark_{tag}_scaling.png", "Nexmark: time vs events")
     say(f"wrote {out}/nexmark_{tag}.* ({where})")

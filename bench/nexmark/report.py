@@ -112,6 +112,13 @@ def read_csv(path: Path) -> list[Measurement]:
 
 
 TARGETS = {("sqlwin", "native"): 1.1, ("sqlwin-stream", "native-stream"): 2.0}  # issue 9: batch, custom path
+RATIO_COLORS = ("C7", "C8", "C9", "C6")
+
+
+def color(engine: str) -> str:
+    """One colour per engine in every chart."""
+    known = ["sqlwin", "native", "duckdb", *STREAM_ENGINES]
+    return f"C{known.index(engine)}" if engine in known else "C7"
 
 
 def bar_chart(ms: Sequence[Measurement], events: int, path: Path, title: str) -> None:
@@ -132,19 +139,22 @@ def bar_chart(ms: Sequence[Measurement], events: int, path: Path, title: str) ->
                              constrained_layout=True, squeeze=False)
     for ax, (label, engines) in zip(axes[:, 0], groups, strict=False):
         queries = [q for (e, q), row in table.items() if e == events and any(n in row for n in engines)]
-        _bars(ax, queries, engines, [[_median(table[(events, q)].get(n)) for q in queries] for n in engines])
+        _bars(ax, queries, engines, [[_median(table[(events, q)].get(n)) for q in queries] for n in engines],
+              [color(n) for n in engines])
         ax.set_ylabel(f"{label}: median s (lower is better)")
     axes[0, 0].set_title(title)
     if pairs:
         ax = axes[-1, 0]
         queries = [q for (e, q) in table if e == events]
         values = [[_ratio(table[(events, q)], a, b) for q in queries] for a, b in pairs]
-        _bars(ax, queries, [f"{a} / {b}" for a, b in pairs], values, fmt="{:.2f}")
+        _bars(ax, queries, [f"{a} / {b}" for a, b in pairs], values, list(RATIO_COLORS[:len(pairs)]))
         ax.set_yscale("log")
+        top = max((v for vals in values for v in vals if v), default=1.0)
+        ax.set_ylim(top=max(top, 2.0) * 6)  # room for the legend above the bars
         ax.axhline(1.0, color="black", linewidth=0.8)
         for pair, target in TARGETS.items():
             if pair in pairs:
-                ax.axhline(target, color=f"C{pairs.index(pair)}", linewidth=0.8, linestyle="--",
+                ax.axhline(target, color=RATIO_COLORS[pairs.index(pair)], linewidth=0.8, linestyle="--",
                            label=f"target {target:g}x ({pair[0]})")
         ax.set_ylabel("time ratio (log)")
         ax.legend(fontsize=7, ncol=2)
@@ -156,13 +166,13 @@ def _median(m: Measurement | None) -> float | None:
     return m.median if m is not None else None
 
 
-def _bars(ax, queries: list[str], labels: list[str], values: list[list[float | None]], fmt: str = "{:.2f}") -> None:
+def _bars(ax, queries: list[str], labels: list[str], values: list[list[float | None]], colors: list[str]) -> None:
     """Grouped bars (one group per query, one bar per label), each with its value; missing values are gaps."""
     width = 0.8 / max(len(labels), 1)
     for i, (label, vals) in enumerate(zip(labels, values, strict=True)):
         xs = [x + (i - (len(labels) - 1) / 2) * width for x in range(len(queries))]
-        bars = ax.bar(xs, [v or 0.0 for v in vals], width, label=label, color=f"C{i}")
-        ax.bar_label(bars, labels=[fmt.format(v) if v else "" for v in vals], fontsize=6, padding=1)
+        bars = ax.bar(xs, [v or 0.0 for v in vals], width, label=label, color=colors[i])
+        ax.bar_label(bars, labels=[f"{v:.2f}" if v else "" for v in vals], fontsize=6, padding=1)
     ax.set_xticks(range(len(queries)), queries, rotation=12, fontsize=8)
     ax.legend(fontsize=7, ncol=3)
 
@@ -186,7 +196,7 @@ def scaling_chart(ms: Sequence[Measurement], path: Path, title: str) -> None:
             pts = [(s, table[(s, q)][eng].median) for s in sizes
                    if eng in table.get((s, q), {}) and table[(s, q)][eng].median is not None]
             if pts:
-                ax.plot(*zip(*pts, strict=True), marker="o", label=eng)
+                ax.plot(*zip(*pts, strict=True), marker="o", label=eng, color=color(eng))
         if len(sizes) > 1:  # linear cost: slope 1, through the first point of each Spark baseline
             for base_name in ("native", "native-stream"):
                 base = table.get((sizes[0], q), {}).get(base_name)
@@ -237,3 +247,14 @@ def load_summary(ms: Sequence[Measurement]) -> str:
         return "load during the run not recorded"
     mid = loads[len(loads) // 2]
     return f"1-minute load average during the run {loads[0]:.1f} to {loads[-1]:.1f} (median {mid:.1f})"
+
+
+def rounds_summary(ms: Sequence[Measurement]) -> str:
+    """How many timed rounds the medians are of, per kind of engine (streaming engines may run fewer)."""
+    def counts(streaming: bool) -> str:
+        found = sorted({len(m.times) for m in ms if m.times and (m.engine in STREAMING) == streaming})
+        return "/".join(map(str, found))
+
+    batch, stream = counts(False), counts(True)
+    text = f"medians of {batch or stream} interleaved rounds"
+    return text + (f" (streaming engines: {stream})" if batch and stream and stream != batch else "")

@@ -161,12 +161,13 @@ class Measurement:
 
 
 def measure(query: Query, ctx: Context, rounds: int, engines: dict[str, Engine] | None = None,
-            say: Callable[[str], None] = print) -> list[Measurement]:
+            say: Callable[[str], None] = print, stream_rounds: int | None = None) -> list[Measurement]:
     """Check that every engine returns its reference's result, then time the ones that do.
 
     The check run is also the warm-up. Rounds are interleaved (one run of each engine per round, in
     alternating order) so a busy moment on a shared machine hits every engine alike; the medians are
-    reported. A reference engine that is not timed (``expected``) runs for the check only.
+    reported. Streaming engines run in the first ``stream_rounds`` rounds only (default: all; they take
+    far longer). A reference engine that is not timed (``expected``) runs for the check only.
     """
     engines = engines or ENGINES
     loads = [os.getloadavg()[0]]
@@ -203,14 +204,16 @@ def measure(query: Query, ctx: Context, rounds: int, engines: dict[str, Engine] 
         if m.status != "ok":
             say(f"[bold red]{query.name}: {m.engine} {m.status.upper()}[/] {m.detail}")
     timed = [n for n in names if ms[n].status == "ok"]
-    for r in range(rounds):
-        for n in timed if r % 2 == 0 else timed[::-1]:  # alternate the order: no engine always runs first
+    stream_rounds = rounds if stream_rounds is None else stream_rounds
+    for r in range(max(rounds, stream_rounds)):
+        now = [n for n in timed if r < (stream_rounds if engines[n].mode == "streaming" else rounds)]
+        for n in now if r % 2 == 0 else now[::-1]:  # alternate the order: no engine always runs first
             start = time.perf_counter()
             engines[n].run(query, ctx)
             ms[n].times.append(time.perf_counter() - start)
         loads.append(os.getloadavg()[0])
-        say(f"  {query.name} round {r + 1}/{rounds}: "
-            + "  ".join(f"{n} {ms[n].times[-1]:.2f}s" for n in timed) + f" (load {loads[-1]:.1f})")
+        say(f"  {query.name} round {r + 1}: "
+            + "  ".join(f"{n} {ms[n].times[-1]:.2f}s" for n in now) + f" (load {loads[-1]:.1f})")
     for n in timed:
         ms[n].compile_s = engines[n].compile_time(query, ctx)
     for m in ms.values():
