@@ -1,15 +1,18 @@
-"""The Nexmark benchmark: sqlwin on Spark vs hand-written native Spark vs DuckDB, side by side.
+"""The Nexmark benchmark: sqlwin on Spark vs hand-written native Spark vs DuckDB, batch and streaming.
 
-    python -m bench --quick                 # one small size (< 5 minutes on 2 cores)
+    python -m bench --quick                 # batch engines at 1M events (< 5 minutes on 2 cores)
     python -m bench --sizes 1M,3M,10M       # scaling: every query at each size, plus a time/size plot
     python -m bench --queries q5_hot_items,q11_user_sessions --rounds 3
+    python -m bench --engines sqlwin-stream,native-stream,replay,sqlwin   # the streaming columns only
 
 For every size it generates (or reuses) the Nexmark parquet, then for every query checks that each
-engine returns the same rows as DuckDB (sorted, floats within 1e-9), and only then times the engines
-in interleaved rounds and reports medians. Results go to ``--out`` (default ``bench/results``):
-``nexmark_<tag>.csv`` (every round), ``nexmark_<tag>.md`` (the table), ``nexmark_<tag>_<size>.png``
-(bars per query and engine) and, for several sizes, ``nexmark_<tag>_scaling.png``. The exit status
-is 1 when any engine failed or disagreed.
+engine returns the same rows as its reference (sorted, floats within 1e-9): DuckDB for the batch
+engines; for the streaming engines (sqlwin streaming tables, hand-written Structured Streaming, replay)
+DuckDB over the (row, window) pairs the watermark keeps. Only then are the engines timed in interleaved
+rounds and medians reported. Results go to ``--out`` (default ``bench/results``): ``nexmark_<tag>.csv``
+(every round), ``nexmark_<tag>.md`` (the table), ``nexmark_<tag>_<size>.png`` (bars per query and
+engine, ratios) and, for several sizes, ``nexmark_<tag>_scaling.png``. The exit status is 1 when any
+engine failed or disagreed.
 """
 
 from __future__ import annotations
@@ -27,8 +30,8 @@ QUICK_EVENTS = "1M"
 RESULTS = Path(__file__).parent / "results"
 
 
-def machine() -> str:
-    """One line naming the machine, for the saved table."""
+def machine(measurements: list | None = None) -> str:
+    """One line naming the machine and its load, for the saved table."""
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as f:
@@ -39,22 +42,29 @@ def machine() -> str:
     import duckdb
     import pyspark
 
-    load = " / ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
+    from bench.nexmark.report import load_summary
+
     return (f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GB RAM, {platform.system()}, Python "
             f"{platform.python_version()}, pyspark {pyspark.__version__} (local[2]), duckdb {duckdb.__version__}; "
-            f"load average {load} (1/5/15 min) at the end")
+            f"{load_summary(measurements or [])}")
 
 
 def main(argv: list[str] | None = None) -> int:
     from bench.nexmark import generator, report, suite
+    from bench.nexmark.engines import Context
 
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help=f"{QUICK_EVENTS} events, 3 rounds")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"{QUICK_EVENTS} events, 3 rounds, batch engines (unless --engines says otherwise)")
     parser.add_argument("--sizes", default="1M", help="comma-separated event counts, e.g. 1M,3M,10M")
     parser.add_argument("--rounds", type=int, help="timed rounds per query, median reported (default 5; --quick 3)")
+    parser.add_argument("--stream-rounds", type=int, help="timed rounds of the streaming engines (default --rounds)")
     parser.add_argument("--queries", default=",".join(q.name for q in suite.QUERIES))
-    parser.add_argument("--engines", default=",".join(suite.ENGINES))
+    parser.add_argument("--engines", help="comma-separated (default: every timed engine; --quick: the batch ones): "
+                        + ", ".join(n for n, e in suite.ENGINES.items() if e.timed))
+    parser.add_argument("--feed-events", type=generator.parse_size, default=Context.feed_events,
+                        help="events per file of the streaming engines' input, one micro-batch each (default 250k)")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--rate", type=int, default=generator.Config.rate, help="events per second of event time")
     parser.add_argument("--disorder-fraction", type=float, default=generator.Config.disorder_fraction)
@@ -64,7 +74,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--tag", help="name of the result files (default: quick, or the sizes)")
     parser.add_argument("--spark-memory", default="4g")
-    parser.add_argument("--replot", type=Path, metavar="CSV", help="redraw the table and charts of a saved run")
+    parser.add_argument("--profile", action="store_true",
+                        help="time each phase of sqlwin's custom streaming operator (sqlwin-stream, replay)")
+    parser.add_argument("--replot", type=Path, nargs="+", metavar="CSV",
+                        help="redraw the table and charts of saved runs (several: merged, named by --tag)")
     args = parser.parse_args(argv)
 
     from rich.console import Console
@@ -85,14 +98,18 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown queries: {', '.join(sorted(unknown))}")
     queries = [q for q in suite.QUERIES if q.name in wanted]
-    engines = {n: suite.ENGINES[n] for n in args.engines.split(",")}
+    default = suite.BATCH_ENGINES if args.quick else [n for n, e in suite.ENGINES.items() if e.timed]
+    names = args.engines.split(",") if args.engines else default
+    unknown = set(names) - set(suite.ENGINES)
+    if unknown:
+        parser.error(f"unknown engines: {', '.join(sorted(unknown))}")
+    engines = {n: suite.ENGINES[n] for n in names}
 
     if args.replot:
-        measurements = report.read_csv(args.replot)
+        measurements = [m for path in args.replot for m in report.read_csv(path)]
         report.print_table(measurements, console)
-        rounds = max((len(m.times) for m in measurements), default=0)
-        return render(measurements, args.out, args.replot.stem.removeprefix("nexmark_"), rounds,
-                      where="redrawn from a saved CSV")
+        return render(measurements, args.out, args.tag or args.replot[0].stem.removeprefix("nexmark_"),
+                      where=f"redrawn from a saved CSV; {report.load_summary(measurements)}")
 
     import duckdb
 
@@ -101,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     say(f"starting Spark; sizes {', '.join(map(report.size_label, sizes))}, {len(queries)} queries, "
         f"engines {', '.join(engines)}, {rounds} rounds")
     spark = local_session("sqlwin-nexmark", {"spark.driver.memory": args.spark_memory})
+    from bench.streaming import print_phases, profile_operator
+
+    spent = profile_operator() if args.profile else None
     measurements: list[suite.Measurement] = []
     args.out.mkdir(parents=True, exist_ok=True)
     csv_path = args.out / f"nexmark_{tag}.csv"
@@ -113,37 +133,40 @@ def main(argv: list[str] | None = None) -> int:
         duck = duckdb.connect()
         duck.execute("SET TimeZone = 'UTC'")
         duck.execute("SET memory_limit = '4GB'")  # a shared machine: spill rather than take most of the RAM
-        ctx = suite.Context(spark, duck, root, events)
+        ctx = suite.Context(spark, duck, root, events, feed_events=args.feed_events)
         suite.register_tables(ctx)
         for i, q in enumerate(queries, 1):
             say(f"[bold]{report.size_label(events)} {q.name}[/] ({i}/{len(queries)}, {q.kind}): checking results")
-            ms = suite.measure(q, ctx, rounds, engines, say=say)
+            ms = suite.measure(q, ctx, rounds, engines, say=say, stream_rounds=args.stream_rounds)
             measurements += ms
             report.write_csv(measurements, csv_path)  # after every query: a long run interrupted keeps its data
             say("  " + ", ".join(f"{m.engine} {m.median:.2f}s" if m.median is not None else f"{m.engine} {m.status}"
                                  for m in ms) + f" ({ms[0].rows} rows)")
         duck.close()
     spark.stop()
+    print_phases(spent)
 
     report.print_table(measurements, console)
     report.write_csv(measurements, csv_path)
-    return render(measurements, args.out, tag, rounds, say)
+    return render(measurements, args.out, tag, say)
 
 
-def render(measurements: list, out: Path, tag: str, rounds: int, say=print, where: str | None = None) -> int:
+def render(measurements: list, out: Path, tag: str, say=print, where: str | None = None) -> int:
     """The Markdown table and the charts; the exit status (1 when an engine failed or disagreed)."""
     from bench.nexmark import report
 
-    where = where or machine()
+    where = where or machine(measurements)
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"nexmark_{tag}.md").write_text(
-        f"Nexmark batch, {rounds} interleaved rounds (median seconds); {where}\n\n" + report.markdown(measurements))
     sizes = sorted({m.events for m in measurements})
+    text = f"Nexmark, {report.rounds_summary(measurements)}, seconds; {where}\n\n" + report.markdown(measurements)
+    if len(sizes) > 1:
+        text += "\nTime against events (exponent 1 = linear):\n\n" + report.growth(measurements)
+    (out / f"nexmark_{tag}.md").write_text(text)
     for events in sizes:
         report.bar_chart(measurements, events, out / f"nexmark_{tag}_{report.size_label(events)}.png",
-                         f"Nexmark batch, {report.size_label(events)} events (median of {rounds})")
+                         f"Nexmark, {report.size_label(events)} events ({report.rounds_summary(measurements)})")
     if len(sizes) > 1:
-        report.scaling_chart(measurements, out / f"nexmark_{tag}_scaling.png", "Nexmark batch: time vs events")
+        report.scaling_chart(measurements, out / f"nexmark_{tag}_scaling.png", "Nexmark: time vs events")
     say(f"wrote {out}/nexmark_{tag}.* ({where})")
     return 0 if all(m.status == "ok" for m in measurements) else 1
 

@@ -253,10 +253,20 @@ def settle(query: Any, deadline_s: float = 30.0) -> None:
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
         progress = query.lastProgress or {}
-        if progress.get("numInputRows", 1) == 0 and not query.status.get("isTriggerActive"):
+        if data_rows(progress) == 0 and not query.status.get("isTriggerActive"):
             return
         time.sleep(0.02)
     print(f"warning: no no-data micro-batch after {deadline_s}s", flush=True)
+
+
+def data_rows(progress: dict) -> int:
+    """Input rows of a micro-batch, not counting the custom path's tick rows: its tick micro-batch *is* the
+    no-data micro-batch. (Counting them made ``settle`` wait for Spark's idle progress event, 10 s a file.)"""
+    sources = progress.get("sources")
+    if sources is None:
+        return progress.get("numInputRows", 1)
+    return sum(s.get("numInputRows", 0) or 0 for s in sources
+               if f"{os.sep}ticks]" not in (s.get("description") or ""))
 
 
 def state_rows(query: Any) -> int:
@@ -265,7 +275,8 @@ def state_rows(query: Any) -> int:
 
 
 # -- profile of the custom operator ---------------------------------------------------------------
-PHASES = ("_read", "_assign", "store_rows", "write_late", "_drive", "_emit", "_collect_garbage", "_commit", "step")
+PHASES = ("_read", "_assign", "_store_partials", "store_rows", "write_late", "_drive", "_emit", "_collect_garbage",
+          "_commit", "step")
 
 
 def profile_operator() -> dict[str, list[float]]:

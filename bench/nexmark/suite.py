@@ -1,18 +1,18 @@
 """The Nexmark suite: queries, the engines that run them, the equality check and the timed rounds.
 
-Extension points (for the streaming columns):
-- ``ENGINES``: name -> ``Engine``. An engine runs a ``Query`` to completion (``run``, timed) and
-  returns its full result for the check (``result``). Add e.g. ``"sqlwin-stream"`` (sqlwin
-  streaming over the same files), ``"native-stream"`` (hand-written Structured Streaming) or
-  ``"replay"`` here.
-- ``Query.engines``: which engines run that query (``BATCH_ENGINES`` by default); a streaming-capable
-  query lists the streaming engines too. ``Query.extra`` holds per-engine material (e.g. a
-  hand-written streaming job) keyed by engine name.
+Extension points:
+- ``ENGINES``: name -> ``Engine`` (``bench.nexmark.engines``: batch; ``bench.nexmark.streams``: streaming). An
+  engine runs a ``Query`` to completion (``run``, timed) and returns its full result for the check
+  (``result``), which must equal its ``reference`` engine's (``duckdb`` for batch engines, ``expected`` for
+  streaming ones) before a timing counts.
+- ``Query.engines``: which engines run that query; a query with a ``stream`` form (the hand-written Structured
+  Streaming job, how its final panes are found) runs the streaming engines too.
 - ``RATIOS``: the (numerator, denominator) engine pairs printed and saved as ratios.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -23,13 +23,33 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.nexmark import native
+from bench.nexmark import native, native_stream, streams
+from bench.nexmark.engines import (  # noqa: F401  (the suite's public names)
+    REFERENCE,
+    TABLES,
+    Context,
+    DuckDB,
+    Engine,
+    NativeSpark,
+    SparkEngine,
+    SqlwinSpark,
+    register_tables,
+)
 
 QUERY_DIR = Path(__file__).parent / "queries"
-TABLES = ("persons", "auctions", "bids")
 BATCH_ENGINES = ("sqlwin", "native", "duckdb")
-REFERENCE = "duckdb"  # the oracle every other engine's result is checked against
-RATIOS: list[tuple[str, str]] = [("sqlwin", "native"), ("sqlwin", "duckdb")]
+STREAM_ENGINES = streams.STREAM_ENGINES
+RATIOS: list[tuple[str, str]] = [("sqlwin", "native"), ("sqlwin", "duckdb"), ("sqlwin-stream", "native-stream"),
+                                 ("replay", "sqlwin")]
+
+
+@dataclass(frozen=True)
+class StreamForm:
+    """How a query runs over a stream: the hand-written Structured Streaming job, and which columns name a
+    window and key when its panes update (early/late firings: the last pane is the result)."""
+
+    native: native_stream.NativeStream
+    final_keys: tuple[str, ...] = ()
 
 
 @dataclass
@@ -39,8 +59,12 @@ class Query:
     name: str
     kind: str  # the window kind it exercises, for the table
     native: native.Native
-    engines: tuple[str, ...] = BATCH_ENGINES
+    stream: StreamForm | None = None  # None: sqlwin streaming does not run it (see the README)
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def engines(self) -> tuple[str, ...]:
+        return BATCH_ENGINES + (STREAM_ENGINES if self.stream else ())
 
     @property
     def path(self) -> Path:
@@ -51,111 +75,20 @@ class Query:
         return self.path.read_text()
 
 
+WINDOW_AUCTION = ("window_start", "window_end", "auction")
 QUERIES: list[Query] = [
-    Query("q5_hot_items", "HOP", native.q5_hot_items),
+    Query("q5_hot_items", "HOP", native.q5_hot_items, StreamForm(native_stream.q5_hot_items)),
     Query("q7_highest_bid", "TUMBLE", native.q7_highest_bid),
     Query("q8_new_users", "TUMBLE join", native.q8_new_users),
-    Query("q11_user_sessions", "SESSION", native.q11_user_sessions),
-    Query("cumulate_channel", "CUMULATE", native.cumulate_channel),
+    Query("q11_user_sessions", "SESSION", native.q11_user_sessions, StreamForm(native_stream.q11_user_sessions)),
+    Query("cumulate_channel", "CUMULATE", native.cumulate_channel, StreamForm(native_stream.cumulate_channel)),
     Query("count_window", "ROWS 10", native.count_window),
-    Query("topn_auctions", "Top-N", native.topn_auctions),
-    Query("trigger_early_late", "EMIT early/late", native.trigger_early_late),
+    Query("topn_auctions", "Top-N", native.topn_auctions, StreamForm(native_stream.topn_auctions)),
+    Query("trigger_early_late", "EMIT early/late", native.trigger_early_late,
+          StreamForm(native_stream.trigger_early_late, final_keys=WINDOW_AUCTION)),
 ]
 
-
-@dataclass
-class Context:
-    """What engines share for one data size: the sessions and where the parquet is."""
-
-    spark: Any  # SparkSession
-    duck: Any  # duckdb connection
-    root: Path
-    events: int
-
-
-def register_tables(ctx: Context) -> None:
-    """The same parquet as Spark temp views and DuckDB views."""
-    for table in TABLES:
-        ctx.spark.read.parquet(str(ctx.root / table)).createOrReplaceTempView(table)
-        ctx.duck.execute(f"CREATE OR REPLACE VIEW {table} AS "
-                         f"SELECT * FROM read_parquet('{ctx.root / table}/*.parquet')")
-
-
-class Engine:
-    """Runs queries one way. ``run`` must force the whole result (the timing); ``result`` returns it."""
-
-    name = ""
-    mode = "batch"  # "streaming" engines will set this
-
-    def run(self, query: Query, ctx: Context) -> None:
-        raise NotImplementedError
-
-    def result(self, query: Query, ctx: Context) -> pd.DataFrame:
-        raise NotImplementedError
-
-    def compile_time(self, query: Query, ctx: Context) -> float | None:
-        """Seconds spent before the engine runs anything (part of ``run``), when it is worth reporting."""
-        return None
-
-
-class SparkEngine(Engine):
-    """Spark engines time the full job into the ``noop`` sink (every row and column computed, none kept)."""
-
-    def dataframe(self, query: Query, ctx: Context):
-        raise NotImplementedError
-
-    def run(self, query: Query, ctx: Context) -> None:
-        self.dataframe(query, ctx).write.format("noop").mode("overwrite").save()
-
-    def result(self, query: Query, ctx: Context) -> pd.DataFrame:
-        return self.dataframe(query, ctx).toPandas()
-
-
-class SqlwinSpark(SparkEngine):
-    name = "sqlwin"
-
-    def dataframe(self, query: Query, ctx: Context):
-        import sqlwin
-
-        return sqlwin.sql(ctx.spark, query.sql)  # parse + plan + rewrite are part of the timing
-
-    def compile_time(self, query: Query, ctx: Context) -> float | None:
-        import sqlwin
-
-        times = []
-        for _ in range(3):
-            start = time.perf_counter()
-            sqlwin.rewrite(query.sql, target="spark", catalog=ctx.spark)  # schemas come from the session
-            times.append(time.perf_counter() - start)
-        return statistics.median(times)
-
-
-class NativeSpark(SparkEngine):
-    name = "native"
-
-    def dataframe(self, query: Query, ctx: Context):
-        return query.native(ctx.spark)
-
-
-class DuckDB(Engine):
-    """sqlwin's DuckDB backend on the same parquet; the result is materialized in a temp table."""
-
-    name = "duckdb"
-
-    def _sql(self, query: Query, ctx: Context) -> str:
-        import sqlwin
-
-        return sqlwin.rewrite(query.sql, target="duckdb", catalog=ctx.duck)
-
-    def run(self, query: Query, ctx: Context) -> None:
-        ctx.duck.execute(f"CREATE OR REPLACE TEMP TABLE __bench_out AS {self._sql(query, ctx)}")
-        ctx.duck.execute("DROP TABLE __bench_out")
-
-    def result(self, query: Query, ctx: Context) -> pd.DataFrame:
-        return ctx.duck.execute(self._sql(query, ctx)).df()
-
-
-ENGINES: dict[str, Engine] = {e.name: e for e in (SqlwinSpark(), NativeSpark(), DuckDB())}
+ENGINES: dict[str, Engine] = {e.name: e for e in (SqlwinSpark(), NativeSpark(), DuckDB())} | streams.ENGINES
 
 
 # ---- the equality check -------------------------------------------------------------------------
@@ -215,6 +148,7 @@ class Measurement:
     times: list[float] = field(default_factory=list)
     detail: str = ""
     compile_s: float | None = None  # of ``times``, what went to compiling (sqlwin: parse, plan, rewrite)
+    load: float | None = None  # the machine's 1-minute load average while it was measured (a shared machine)
 
     @property
     def median(self) -> float | None:
@@ -227,38 +161,70 @@ class Measurement:
 
 
 def measure(query: Query, ctx: Context, rounds: int, engines: dict[str, Engine] | None = None,
-            say: Callable[[str], None] = print) -> list[Measurement]:
-    """Check that every engine returns the reference's result, then time the ones that do.
+            say: Callable[[str], None] = print, stream_rounds: int | None = None) -> list[Measurement]:
+    """Check that every engine returns its reference's result, then time the ones that do.
 
     The check run is also the warm-up. Rounds are interleaved (one run of each engine per round, in
     alternating order) so a busy moment on a shared machine hits every engine alike; the medians are
-    reported.
+    reported. Streaming engines run in the first ``stream_rounds`` rounds only (default: all; they take
+    far longer); with ``stream_rounds`` 0 their checked run is their one timing (for the largest sizes: it
+    then includes the warm-up and reading the final panes back, seconds against tens of minutes). A
+    reference engine that is not timed (``expected``) runs for the check only.
     """
     engines = engines or ENGINES
-    names = [n for n in query.engines if n in engines]
+    loads = [os.getloadavg()[0]]
+    names = [n for n in query.engines if n in engines and engines[n].timed]
     ms = {n: Measurement(ctx.events, query.name, query.kind, n, "ok") for n in names}
     results: dict[str, pd.DataFrame] = {}
-    for n in names:
+    failures: dict[str, str] = {}
+    checked_in: dict[str, float] = {}
+
+    def check_run(n: str) -> None:
+        start = time.perf_counter()
         try:
-            results[n] = normalize(engines[n].result(query, ctx))
-            ms[n].rows = len(results[n])
+            results[n] = normalize((engines.get(n) or ENGINES[n]).result(query, ctx))
+            checked_in[n] = time.perf_counter() - start
+            say(f"  {n}: {len(results[n])} rows ({checked_in[n]:.1f}s)")
         except Exception as exc:  # keep going: the report says which engine failed and why
-            ms[n].status, ms[n].detail = "error", f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}"
-    ref = REFERENCE if REFERENCE in results else next(iter(results), None)
-    for n, df in results.items():
-        if n != ref and (diff := differences(df, results[ref])):
+            failures[n] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}"
+
+    for n in names:
+        check_run(n)
+        if n in failures:
+            ms[n].status, ms[n].detail = "error", failures[n]
+        else:
+            ms[n].rows = len(results[n])
+    for n in names:
+        ref = engines[n].reference
+        if ms[n].status != "ok" or ref == n:
+            continue
+        if ref not in results and ref not in failures:
+            check_run(ref)
+        if ref in failures:
+            ms[n].status, ms[n].detail = "error", f"reference {ref} failed: {failures[ref]}"
+        elif diff := differences(results[n], results[ref]):
             ms[n].status, ms[n].detail = "mismatch", f"vs {ref}: {diff}"
     for m in ms.values():
         if m.status != "ok":
             say(f"[bold red]{query.name}: {m.engine} {m.status.upper()}[/] {m.detail}")
     timed = [n for n in names if ms[n].status == "ok"]
-    for r in range(rounds):
-        for n in timed if r % 2 == 0 else timed[::-1]:  # alternate the order: no engine always runs first
+    stream_rounds = rounds if stream_rounds is None else stream_rounds
+    if stream_rounds == 0:
+        for n in timed:
+            if engines[n].mode == "streaming":
+                ms[n].times.append(checked_in[n])
+                ms[n].detail = "timed: the checked run"
+    for r in range(max(rounds, stream_rounds)):
+        now = [n for n in timed if r < (stream_rounds if engines[n].mode == "streaming" else rounds)]
+        for n in now if r % 2 == 0 else now[::-1]:  # alternate the order: no engine always runs first
             start = time.perf_counter()
             engines[n].run(query, ctx)
             ms[n].times.append(time.perf_counter() - start)
-        say(f"  {query.name} round {r + 1}/{rounds}: "
-            + "  ".join(f"{n} {ms[n].times[-1]:.2f}s" for n in timed))
+        loads.append(os.getloadavg()[0])
+        say(f"  {query.name} round {r + 1}: "
+            + "  ".join(f"{n} {ms[n].times[-1]:.2f}s" for n in now) + f" (load {loads[-1]:.1f})")
     for n in timed:
         ms[n].compile_s = engines[n].compile_time(query, ctx)
+    for m in ms.values():
+        m.load = statistics.median(loads)
     return list(ms.values())

@@ -85,6 +85,7 @@ def analyse(query: WindowedQuery, streams: dict[str, CreateStream | CreateReplay
     if query.windows:
         spec = query.windows[0]
         tvf = spec.node
+        _read_only_by_the_window(tables, tvf)
         carrier = tvf.find_ancestor(exp.Select)
         if carrier is None or not _in_from(tvf, carrier):
             raise SqlwinError.at(tvf, "in a streaming query the window TVF must be read directly by a SELECT")
@@ -184,6 +185,24 @@ def choose_path(shape: StreamingShape) -> tuple[str, str]:
     if reasons:
         return "custom", ", ".join(reasons)
     return "native", "Spark's streaming aggregation in append mode"
+
+
+def _read_only_by_the_window(tables: list[exp.Table], tvf: exp.Expr) -> None:
+    """A stream read anywhere but in the window TVF (a self-join such as Nexmark q7, a CTE feeding the TVF) has
+    no streaming meaning here: a live run would read it as a stream inside each micro-batch, a replay as the
+    whole table, future rows included."""
+    for table in tables:
+        if not any(parent is tvf for parent in _ancestors(table)):
+            raise SqlwinError.at(table, f"stream {table.name} is read outside the window TVF: a streaming query "
+                                        "reads its stream only through its window TVF (joining a stream with itself "
+                                        "or with another stream runs in batch queries only)")
+
+
+def _ancestors(node: exp.Expr):
+    parent = node.parent
+    while parent is not None:
+        yield parent
+        parent = parent.parent
 
 
 def _in_from(node: exp.Expr, select: exp.Select) -> bool:

@@ -1,0 +1,50 @@
+"""What a streaming query may be (``sqlwin.streaming.shape.analyse``), checked without Spark: the plans of a
+``CREATE STREAM`` and of a query over it, as the streaming statements hand them to ``analyse``."""
+
+from __future__ import annotations
+
+import pytest
+
+from sqlwin import dialect
+from sqlwin.errors import SqlwinError
+from sqlwin.planner import plan_statement
+from sqlwin.streaming.shape import analyse, choose_path
+
+STREAM = ("CREATE STREAM bids (auction BIGINT, price BIGINT, date_time TIMESTAMP, "
+          "WATERMARK FOR date_time AS date_time - INTERVAL '5' SECONDS) USING parquet OPTIONS (path '/nowhere')")
+Q7 = """SELECT b.auction, b.price, b.date_time
+FROM bids b
+JOIN (
+  SELECT MAX(price) AS maxprice, window_end AS date_time
+  FROM TUMBLE(TABLE bids, DESCRIPTOR(date_time), INTERVAL '10' SECONDS)
+  GROUP BY window_start, window_end
+) b1 ON b.price = b1.maxprice"""
+
+
+def shape_of(text: str):
+    streams = {"bids": plan_statement(dialect.parse_one(STREAM), None)}
+    return analyse(plan_statement(dialect.parse_one(text), None), streams)
+
+
+@pytest.mark.parametrize(("text", "at"), [
+    (Q7, (2, 9)),  # Nexmark q7: the stream joined with its own window aggregation
+    ("WITH recent AS (SELECT * FROM bids WHERE price > 0)\nSELECT window_start, COUNT(*) FROM "
+     "TUMBLE(TABLE recent, DESCRIPTOR(date_time), INTERVAL '10' SECONDS) GROUP BY window_start, window_end", (1, 34)),
+])
+def test_a_stream_read_outside_its_window_tvf_is_refused(text: str, at: tuple[int, int]) -> None:
+    """The error points at the stream's name (its last character, as for every table: sqlglot keeps its end)."""
+    with pytest.raises(SqlwinError, match="stream bids is read outside the window TVF") as info:
+        shape_of(text)
+    assert (info.value.line, info.value.col) == at
+
+
+def test_a_stream_read_by_its_window_tvf_inside_a_larger_query_is_accepted() -> None:
+    """Nexmark q5: a CTE aggregates the window, the rest of the query reads the CTE (custom path)."""
+    shape = shape_of("""WITH auction_bids AS (
+      SELECT auction, COUNT(*) AS num, window_start AS starttime, window_end AS endtime
+      FROM HOP(TABLE bids, DESCRIPTOR(date_time), INTERVAL '2' SECONDS, INTERVAL '10' SECONDS)
+      GROUP BY auction, window_start, window_end
+    ), max_bids AS (SELECT MAX(num) AS maxn, starttime, endtime FROM auction_bids GROUP BY starttime, endtime)
+    SELECT a.auction, a.num FROM auction_bids a JOIN max_bids m
+      ON a.starttime = m.starttime AND a.endtime = m.endtime AND a.num >= m.maxn""")
+    assert choose_path(shape) == ("custom", "a query around the aggregation")
