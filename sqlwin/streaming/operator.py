@@ -335,7 +335,8 @@ class MicroBatchOperator:
             union = union.unionByName(part)
         columns = [*self.relation_columns, "window_start", "window_end"]
         # at the end of input the watermark is +infinity, which no TIMESTAMP holds: NULL
-        mark = F.timestamp_micros(F.lit(watermark)) if watermark < MAX_TIME else F.lit(None).cast("timestamp")
+        mark = F.timestamp_micros(F.lit(watermark)) if MIN_TIME < watermark < MAX_TIME else \
+            F.lit(None).cast("timestamp")  # no watermark yet, or the end of input: NULL
         self.late_sink.write(union.select(*[F.col(f"`{c}`") for c in columns], mark.alias("watermark"), "reason"),
                              batch)
 

@@ -34,7 +34,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from sqlwin.core.panes import MIN_TIME, Pane
+from sqlwin.core.panes import MAX_TIME, MIN_TIME, Pane
 from sqlwin.plan.windows import Column
 from sqlwin.streaming.operator import CLOSED, LATE, MicroBatchOperator, WindowKey
 from sqlwin.streaming.panequery import PaneQuery
@@ -291,7 +291,8 @@ class PlannedReplay(MicroBatchOperator):
         bounds = [F.col(c) if self.shape.window else F.lit(None).cast("timestamp").alias(c)
                   for c in ("window_start", "window_end")]
         late = rows.select(*[F.col(f"`{c}`") for c in self.relation_columns], *bounds,
-                           F.timestamp_micros("__wm").alias("watermark"), "reason", "micro_batch")
+                           F.when((F.col("__wm") > MIN_TIME) & (F.col("__wm") < MAX_TIME), F.timestamp_micros("__wm"))
+                           .alias("watermark"), "reason", "micro_batch")
         return late.select(*[F.col(f"`{f.name}`").cast(f.dataType) for f in self.late_sink.schema.fields])
 
 
