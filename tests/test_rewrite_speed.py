@@ -114,3 +114,13 @@ def test_the_collector_is_paused_while_compiling_and_restored_after() -> None:
         gc.enable()
     sqlwin.rewrite(_union(3), catalog=CATALOG)
     assert gc.isenabled()
+
+
+def test_only_the_tree_compile_returned_skips_the_any_search() -> None:
+    from sqlwin.backends.spark_batch import SparkBatchCompiler
+
+    compiler = SparkBatchCompiler()
+    plain = compiler.compile(dialect.parse_one("SELECT 1 AS a"), [])
+    other = compiler.compile_node(dialect.parse_one("SELECT a FROM t WHERE 5 > ANY(arr)"))  # as countsql does
+    assert compiler.render(other) == "SELECT a FROM t WHERE EXISTS(arr, x -> 5 > x)"
+    assert compiler.render(plain) == "SELECT 1 AS a"
