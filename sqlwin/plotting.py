@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -62,33 +63,41 @@ class _Run:
 
 @contextmanager
 def recording() -> Iterator[list[_Run]]:
-    """While active, every replay records its operator's steps (one ``_Run`` per replayed query)."""
+    """While active, every replay records its operator's steps (one ``_Run`` per replayed query).
+
+    The operator's ``step`` is wrapped on its class, so every operator a replay uses records, whichever
+    subclass it is (the planned replay's too); only the thread running the replay records (live streaming
+    tables step in their own threads)."""
     from sqlwin.streaming import replay as replay_module
     from sqlwin.streaming import statements as statements_module
     from sqlwin.streaming.operator import MicroBatchOperator
 
     runs: list[_Run] = []
-    current: list[list[Step]] = []
+    local = threading.local()  # .steps: the steps of the replay this thread runs
     statement: list[str] = []
+    original_step, original_replay = MicroBatchOperator.step, replay_module.replay
+    original_execute = statements_module.execute
 
-    class Recorder(MicroBatchOperator):
-        def step(self, spark: Any, data: Any, processing_time: int, end_of_input: bool = False,
-                 source_batch: int | None = None) -> list:
-            number, before = self.next_batch, self.watermark
-            panes = super().step(spark, data, processing_time, end_of_input=end_of_input, source_batch=source_batch)
+    def step(self: Any, spark: Any, data: Any, processing_time: int, end_of_input: bool = False,
+             source_batch: int | None = None) -> list:
+        number, before = self.next_batch, self.watermark
+        panes = original_step(self, spark, data, processing_time, end_of_input=end_of_input,
+                              source_batch=source_batch)
+        steps = getattr(local, "steps", None)
+        if steps is not None:
             # a data batch runs with the watermark of the previous batch; a no-data batch with its own
             # (end of input: +infinity; idle streams: advanced by processing time)
             in_force = before if data is not None else self.watermark
-            current[-1].append(Step(number if self.next_batch > number else None, data is not None, in_force))
-            return panes
-
-    original_replay, original_operator = replay_module.replay, replay_module.MicroBatchOperator
-    original_execute = statements_module.execute
+            steps.append(Step(number if self.next_batch > number else None, data is not None, in_force))
+        return panes
 
     def traced(spark: Any, shape: Any, *args: Any, **kwargs: Any) -> Any:
-        current.append([])
-        result = original_replay(spark, shape, *args, **kwargs)
-        runs.append(_Run(shape, result, current.pop(), statement[-1] if statement else ""))
+        local.steps = steps = []
+        try:
+            result = original_replay(spark, shape, *args, **kwargs)
+        finally:
+            local.steps = None
+        runs.append(_Run(shape, result, steps, statement[-1] if statement else ""))
         return result
 
     def executing(spark: Any, text: str, plan: object) -> Any:
@@ -98,13 +107,13 @@ def recording() -> Iterator[list[_Run]]:
         finally:
             statement.pop()
 
-    replay_module.replay, replay_module.MicroBatchOperator = traced, Recorder
-    statements_module.execute = executing
+    MicroBatchOperator.step = step  # type: ignore[method-assign]
+    replay_module.replay, statements_module.execute = traced, executing
     try:
         yield runs
     finally:
-        replay_module.replay, replay_module.MicroBatchOperator = original_replay, original_operator
-        statements_module.execute = original_execute
+        MicroBatchOperator.step = original_step  # type: ignore[method-assign]
+        replay_module.replay, statements_module.execute = original_replay, original_execute
 
 
 def pane_pictures(spark: Any, text: str, value: str | None = None) -> list[PanePicture]:
