@@ -205,7 +205,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         with _Guard(err, source, None):
             if not runs:
                 raise SqlwinError(f"nothing to draw: {path} has no query over a replay stream")
-            plotting.draw([plotting.picture(spark, run, args.value) for run in runs], args.plot)
+            plotting.draw(plotting.pictures_of(spark, runs, source.text, args.value), args.plot)
         note(out, f"panes drawn to {args.plot}")
     return 0
 

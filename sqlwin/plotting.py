@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from sqlwin.core.panes import MAX_TIME, MIN_TIME
 from sqlwin.errors import SqlwinError
 
 PANE_COLUMNS = ("window_start", "window_end", "window_time", "pane_index", "pane_timing", "is_final", "micro_batch")
+BOUND_COLUMNS = ("window_start", "window_end", "window_time")
 TIMING_COLORS = {"EARLY": "#1f77b4", "ON_TIME": "#2ca02c", "LATE": "#ff7f0e"}
 
 
@@ -48,6 +50,7 @@ class PanePicture:
     watermark: list[tuple[int, int]]  # (micro_batch, W in force), numbered micro-batches only
     panes: list[dict[str, Any]] = field(default_factory=list)
     late_rows: list[dict[str, Any]] = field(default_factory=list)
+    windowed: bool = True  # False: the global window, whose panes span the whole drawn range
 
 
 @dataclass
@@ -55,41 +58,62 @@ class _Run:
     shape: Any
     result: Any
     steps: list[Step]
+    statement: str = ""  # the statement's text as the script runner ran it (positions errors in the script)
 
 
 @contextmanager
 def recording() -> Iterator[list[_Run]]:
-    """While active, every replay records its operator's steps (one ``_Run`` per replayed query)."""
+    """While active, every replay records its operator's steps (one ``_Run`` per replayed query).
+
+    The operator's ``step`` is wrapped on its class, so every operator a replay uses records, whichever
+    subclass it is (the planned replay's too); only the thread running the replay records (live streaming
+    tables step in their own threads)."""
     from sqlwin.streaming import replay as replay_module
+    from sqlwin.streaming import statements as statements_module
     from sqlwin.streaming.operator import MicroBatchOperator
 
     runs: list[_Run] = []
-    current: list[list[Step]] = []
+    local = threading.local()  # .steps: the steps of the replay this thread runs
+    statement: list[str] = []
+    original_step, original_replay = MicroBatchOperator.step, replay_module.replay
+    original_execute = statements_module.execute
 
-    class Recorder(MicroBatchOperator):
-        def step(self, spark: Any, data: Any, processing_time: int, end_of_input: bool = False,
-                 source_batch: int | None = None) -> list:
-            number, before = self.next_batch, self.watermark
-            panes = super().step(spark, data, processing_time, end_of_input=end_of_input, source_batch=source_batch)
+    def step(self: Any, spark: Any, data: Any, processing_time: int, end_of_input: bool = False,
+             source_batch: int | None = None) -> list:
+        number, before = self.next_batch, self.watermark
+        panes = original_step(self, spark, data, processing_time, end_of_input=end_of_input,
+                              source_batch=source_batch)
+        steps = getattr(local, "steps", None)
+        if steps is not None:
             # a data batch runs with the watermark of the previous batch; a no-data batch with its own
             # (end of input: +infinity; idle streams: advanced by processing time)
             in_force = before if data is not None else self.watermark
-            current[-1].append(Step(number if self.next_batch > number else None, data is not None, in_force))
-            return panes
-
-    original_replay, original_operator = replay_module.replay, replay_module.MicroBatchOperator
+            steps.append(Step(number if self.next_batch > number else None, data is not None, in_force))
+        return panes
 
     def traced(spark: Any, shape: Any, *args: Any, **kwargs: Any) -> Any:
-        current.append([])
-        result = original_replay(spark, shape, *args, **kwargs)
-        runs.append(_Run(shape, result, current.pop()))
+        local.steps = steps = []
+        try:
+            result = original_replay(spark, shape, *args, **kwargs)
+        finally:
+            local.steps = None
+        runs.append(_Run(shape, result, steps, statement[-1] if statement else ""))
         return result
 
-    replay_module.replay, replay_module.MicroBatchOperator = traced, Recorder
+    def executing(spark: Any, text: str, plan: object) -> Any:
+        statement.append(text)
+        try:
+            return original_execute(spark, text, plan)
+        finally:
+            statement.pop()
+
+    MicroBatchOperator.step = step  # type: ignore[method-assign]
+    replay_module.replay, statements_module.execute = traced, executing
     try:
         yield runs
     finally:
-        replay_module.replay, replay_module.MicroBatchOperator = original_replay, original_operator
+        MicroBatchOperator.step = original_step  # type: ignore[method-assign]
+        replay_module.replay, statements_module.execute = original_replay, original_execute
 
 
 def pane_pictures(spark: Any, text: str, value: str | None = None) -> list[PanePicture]:
@@ -102,13 +126,43 @@ def pane_pictures(spark: Any, text: str, value: str | None = None) -> list[PaneP
     if not runs:
         raise SqlwinError("nothing to draw: the script has no query over a replay stream "
                           "(CREATE STREAM s FROM TABLE t ... then a windowed query over s)")
-    return [picture(spark, run, value) for run in runs]
+    return pictures_of(spark, runs, text, value)
+
+
+def pictures_of(spark: Any, runs: list[_Run], script: str, value: str | None = None) -> list[PanePicture]:
+    """One picture per recorded replay of ``script``; a query that cannot be drawn is a SqlwinError
+    positioned in ``script``."""
+    pictures = []
+    for run in runs:
+        try:
+            pictures.append(picture(spark, run, value))
+        except SqlwinError as err:
+            raise in_script(err, script, run.statement) from None
+    return pictures
+
+
+def in_script(err: SqlwinError, script: str, statement: str) -> SqlwinError:
+    """``err``, positioned in ``statement``, re-positioned in the ``script`` that holds it."""
+    at = script.find(statement) if statement else -1
+    if err.line is None or at < 0:
+        return err
+    line, col = script.count("\n", 0, at), at - (script.rfind("\n", 0, at) + 1)
+    return SqlwinError(err.message, err.line + line, (err.col or 1) + col if err.line == 1 else err.col)
 
 
 def picture(spark: Any, run: _Run, value: str | None = None) -> PanePicture:
-    """The panel of one recorded replay: arrival of every row, watermark steps, panes and dropped rows."""
+    """The panel of one recorded replay: arrival of every row, watermark steps, panes and dropped rows.
+
+    A pane is drawn over its window as far as the query selects its bounds (``window_start``, and
+    ``window_end`` or ``window_time``): a bar over both, a tick at the one selected; a windowed query
+    that selects none of them has no place in event time for its panes, and is a SqlwinError (positioned
+    in the statement that ran it)."""
     shape = run.shape
     time_column = shape.time_column
+    if shape.window is not None and not set(BOUND_COLUMNS) & {c.lower() for c in run.result.columns}:
+        raise SqlwinError.at(shape.carrier, "cannot draw the panes of this query: it selects none of window_start, "
+                                            "window_end, window_time, so its panes have no place in event time; "
+                                            "select window_start and window_end")
     panes = [r.asDict() for r in run.result.collect()]
     panes.sort(key=lambda p: (p["micro_batch"], str(p.get("window_start")), p["pane_index"]))
     late = [r.asDict() for r in spark.table(shape.late_rows_to).collect()] if shape.late_rows_to else []
@@ -124,7 +178,17 @@ def picture(spark: Any, run: _Run, value: str | None = None) -> PanePicture:
         w = in_force.get(batch, MIN_TIME)
         status = "dropped" if (batch, ts) in dropped else ("late" if w > MIN_TIME and _micros(ts) < w else "on time")
         rows.append((batch, ts, status))
-    return PanePicture(_title(shape), time_column, value or _value_column(run.result), rows, watermark, panes, late)
+    return PanePicture(_title(shape), time_column, value or _value_column(run.result), rows, watermark, panes, late,
+                       windowed=shape.window is not None)
+
+
+def pane_bounds(pane: dict[str, Any]) -> tuple[dt.datetime | None, dt.datetime | None]:
+    """The (start, end) of a pane's window, as far as the query selected them (window_time = end - 1 ms)."""
+    bounds = {k.lower(): v for k, v in pane.items() if k.lower() in BOUND_COLUMNS}
+    end = bounds.get("window_end")
+    if end is None and bounds.get("window_time") is not None:
+        end = bounds["window_time"] + dt.timedelta(milliseconds=1)
+    return bounds.get("window_start"), end
 
 
 def _arrivals(spark: Any, stream: Any, time_column: str) -> list[tuple[int, dt.datetime]]:
@@ -211,13 +275,12 @@ def draw(pictures: list[PanePicture], path: str) -> None:
 def _panel(ax: Any, pic: PanePicture, mdates: Any) -> None:
     batches = [b for b, _ in pic.watermark] + [r[0] for r in pic.rows] + [p["micro_batch"] for p in pic.panes]
     x_max = max(batches, default=0) + 0.6
-    times = [r[1] for r in pic.rows] + [t for p in pic.panes for t in (p.get("window_start"), p.get("window_end"))
-                                        if t is not None]
+    times = [r[1] for r in pic.rows] + [t for p in pic.panes for t in pane_bounds(p) if t is not None]
     like = times[0] if times else dt.datetime(1970, 1, 1)
     low, high = min(times, default=like), max(times, default=like)
     pad = (high - low) * 0.08 or dt.timedelta(minutes=1)
     low, high = low - pad, high + pad * 2.5
-    for start, end in sorted({(p["window_start"], p["window_end"]) for p in pic.panes if p.get("window_start")}):
+    for start, end in sorted({b for b in map(pane_bounds, pic.panes) if None not in b}):
         ax.axhspan(start, end, color="#000000", alpha=0.05, lw=0)
         ax.axhline(end, color="#999999", lw=0.6, ls=":")
     # watermark: a step per numbered micro-batch, held across it
@@ -242,14 +305,18 @@ def _panel(ax: Any, pic: PanePicture, mdates: Any) -> None:
     # panes: a bar over the window at the micro-batch that emitted it, labelled "<TIMING> <value>"
     seen: dict[tuple[int, Any], int] = {}
     for p in pic.panes:
-        start, end = p.get("window_start"), p.get("window_end")
-        if start is None:  # global window: the bar spans the drawn range
-            start, end = low, high
-        n = seen.get((p["micro_batch"], end), 0)
-        seen[(p["micro_batch"], end)] = n + 1
+        start, end = pane_bounds(p) if pic.windowed else (low, high)  # global window: the whole drawn range
+        if start is None and end is None:
+            continue
+        n = seen.get((p["micro_batch"], end or start), 0)
+        seen[(p["micro_batch"], end or start)] = n + 1
         x = p["micro_batch"] + 0.12 * n
         color = TIMING_COLORS.get(p["pane_timing"], "grey")
-        ax.plot([x, x], [start, end], color=color, lw=5, alpha=0.75, solid_capstyle="butt", zorder=3)
+        if start is not None and end is not None:
+            ax.plot([x, x], [start, end], color=color, lw=5, alpha=0.75, solid_capstyle="butt", zorder=3)
+        else:  # one bound selected: a tick at it
+            ax.plot(x, start or end, marker="_", color=color, ms=14, mew=5, alpha=0.75, zorder=3, ls="")
+        end = end or start
         value = p.get(pic.value_column) if pic.value_column else None
         keys = [str(v) for k, v in p.items() if k not in PANE_COLUMNS and k != pic.value_column
                 and isinstance(v, str)]

@@ -44,14 +44,16 @@ class SparkBatchCompiler(WindowCompiler):
         self.spark = spark
         self.plan = plan
         self._calls: dict[str, str] = {}
-        self._input_holds_any = True  # until compile() has looked
+        self._without_any: exp.Expr | None = None  # the last tree compile() returned, if it holds no ANY
         self.utc_session = spark is not None and _session_tz(spark) in ("UTC", "Etc/UTC", "Z", "+00:00", "GMT")
 
     def compile(self, node: exp.Expr, specs: list[WindowSpec]) -> exp.Expr:
         # sqlwin builds no ANY: the compiled tree holds one only if what it is built from does
         parts = [node, *(s.relation.node for s in specs), *(s.gap for s in specs if isinstance(s.gap, exp.Expr))]
-        self._input_holds_any = any(holds(part, exp.Any) for part in parts)
-        return super().compile(node, specs)
+        without_any = not any(holds(part, exp.Any) for part in parts)
+        compiled = super().compile(node, specs)
+        self._without_any = compiled if without_any else None
+        return compiled
 
     def relations_placed(self, derived: list[exp.Expr]) -> None:
         group_by_window_struct(derived)
@@ -59,7 +61,8 @@ class SparkBatchCompiler(WindowCompiler):
     def render(self, node: exp.Expr) -> str:
         """Spark SQL text; UDTF calls are spliced in here because their ``TABLE(...) PARTITION BY``
         argument syntax is Spark's own and has no sqlglot node."""
-        sql = spark_sql(node, may_hold_any=self._input_holds_any)  # ours, rendered once: no copy
+        # ours, rendered once: no copy; a tree compile() did not return (compile_node's) may hold an ANY
+        sql = spark_sql(node, may_hold_any=node is not self._without_any)
         for marker, call in reversed(self._calls.items()):  # outer calls embed the inner markers
             sql = sql.replace(marker, call)
         return sql
