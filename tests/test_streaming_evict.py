@@ -253,3 +253,24 @@ def test_evictor_state_for_spark_connect(spark, root):
     assert os.listdir(clone.folder) == ["1"] and operator.next_batch == 1
     operator._restore()
     assert os.listdir(clone.folder) == []
+
+
+def test_replay_evicts_in_sessions_with_a_dynamic_gap(spark, root):
+    """Hand-worked: a dynamic-gap session grows by merging; KEEP LAST 2 ROWS over its rows in arrival order."""
+    rows = [("a", 1, T0, 0), ("a", 9, T0 + dt.timedelta(seconds=2), 1), ("a", 2, T0 + dt.timedelta(seconds=10), 2)]
+    spark.createDataFrame(rows, "k string, v int, ts timestamp, seq int").createOrReplaceTempView("t_dyn")
+    sqlwin.sql(spark, "CREATE STREAM r_dyn FROM TABLE t_dyn ARRIVAL ORDER BY seq "
+                      "WATERMARK FOR ts AS ts - INTERVAL 100 SECONDS")
+    out = sqlwin.sql(spark, """SELECT window_start, window_end, k, array_sort(collect_list(v)) AS vs
+        FROM SESSION(TABLE r_dyn PARTITION BY k, DESCRIPTOR(ts),
+                     CASE WHEN v > 5 THEN INTERVAL 10 SECONDS ELSE INTERVAL 3 SECONDS END)
+        GROUP BY window_start, window_end, k
+        EVICT KEEP LAST 2 ROWS EMIT WITH TRIGGER EVERY 1 ROWS""")
+
+    def at(s: int) -> dt.datetime:
+        return T0 + dt.timedelta(seconds=s)
+
+    # [0, 3) holds 1; 9 (gap 10 s) merges it into [0, 12); 2 at 10 s (gap 3 s) grows it to [0, 13): 1 leaves
+    assert rows_of(out) == [(at(0), at(3), "a", [1], 0, "EARLY", False, 0),
+                            (at(0), at(12), "a", [1, 9], 0, "EARLY", False, 1),
+                            (at(0), at(13), "a", [2, 9], 0, "EARLY", False, 2)]

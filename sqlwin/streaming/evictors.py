@@ -112,7 +112,8 @@ class SparkEvictor:
         return self.annotate(rows)
 
     def annotate(self, rows: Any) -> Any:
-        """``__pos``: each row's place in arrival order among its micro-batch's rows of the same window."""
+        """``__pos``: each row's place in arrival order among its micro-batch's rows of the same window (of the
+        same key, for sessions, whose windows merge)."""
         from pyspark.sql import functions as F
 
         partition = "__key" if self.sessions else "__key, __ws, __we"
