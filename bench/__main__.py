@@ -138,13 +138,16 @@ def main(argv: list[str] | None = None) -> int:
         for i, q in enumerate(queries, 1):
             say(f"[bold]{report.size_label(events)} {q.name}[/] ({i}/{len(queries)}, {q.kind}): checking results")
             ms = suite.measure(q, ctx, rounds, engines, say=say, stream_rounds=args.stream_rounds)
+            if spent:  # per query: the custom operator's phases over its checked and timed runs
+                say(f"  {q.name}: custom streaming operator phases (sqlwin-stream and replay runs together)")
+                print_phases(spent)
+                spent.clear()
             measurements += ms
             report.write_csv(measurements, csv_path)  # after every query: a long run interrupted keeps its data
             say("  " + ", ".join(f"{m.engine} {m.median:.2f}s" if m.median is not None else f"{m.engine} {m.status}"
                                  for m in ms) + f" ({ms[0].rows} rows)")
         duck.close()
     spark.stop()
-    print_phases(spent)
 
     report.print_table(measurements, console)
     report.write_csv(measurements, csv_path)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -203,7 +204,7 @@ class StreamEngine(Engine):
 
     def _once(self, query: Query, ctx: Context, keep: bool) -> pd.DataFrame | None:
         work = feed_of(ctx).workload(ctx.root / "stream_runs")
-        tag = f"{self.name.replace('-', '_')}_{next(_runs)}"
+        tag = f"{self.name.replace('-', '_')}_{os.getpid()}_{next(_runs)}"  # unique beside an interrupted run's
         folder = work.fresh_input(tag)
         try:
             return self.stream(query, ctx, work, folder, tag, keep)

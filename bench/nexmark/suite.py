@@ -218,11 +218,17 @@ def measure(query: Query, ctx: Context, rounds: int, engines: dict[str, Engine] 
         now = [n for n in timed if r < (stream_rounds if engines[n].mode == "streaming" else rounds)]
         for n in now if r % 2 == 0 else now[::-1]:  # alternate the order: no engine always runs first
             start = time.perf_counter()
-            engines[n].run(query, ctx)
+            try:
+                engines[n].run(query, ctx)
+            except Exception as exc:  # a long run keeps going; this engine's timings stop here
+                ms[n].status, ms[n].detail = "error", f"round {r + 1}: {type(exc).__name__}: {str(exc)[:300]}"
+                say(f"[bold red]{query.name}: {n} ERROR in round {r + 1}[/] {ms[n].detail}")
+                timed.remove(n)
+                continue
             ms[n].times.append(time.perf_counter() - start)
         loads.append(os.getloadavg()[0])
         say(f"  {query.name} round {r + 1}: "
-            + "  ".join(f"{n} {ms[n].times[-1]:.2f}s" for n in now) + f" (load {loads[-1]:.1f})")
+            + "  ".join(f"{n} {ms[n].times[-1]:.2f}s" for n in now if n in timed) + f" (load {loads[-1]:.1f})")
     for n in timed:
         ms[n].compile_s = engines[n].compile_time(query, ctx)
     for m in ms.values():
