@@ -311,3 +311,87 @@ def test_count_window_replay_equals_batch_over_rows_not_late(spark, rows, form, 
     assert {r.i for r in spark.table("hy_late").collect()} == late
     expected = normalize(tuple(r) for r in sqlwin.sql(spark, query.format(src="hy_kept")).collect())
     assert normalize(tuple(p)[:-4] for p in panes) == expected
+
+
+# SESSION with MAX_DURATION (gap 7 s, max 10 s, lateness 10 s, W = max ts - 5 s). f0 -> 0: a@10, 16, 19, 22 form
+# one natural session, cut at a@22 (22 >= 10 + 10): a [10, 20) and a [22, 29); b [11, 18). W -> 17. f1 -> 1: a@7
+# (its own [7, 14) is not past 17 - 10) starts the natural session earlier, which moves its cut: a [7, 17) holds
+# a@7, 10, 16 and a [19, 29) a@19, 22 (a split of [10, 20) and a merge with [22, 29)); W = 17 >= 17 fires
+# [7, 17) at once. f2 -> 2 (W -> 35); no-data 3 fires a [19, 29) (expires at 39: not final) and b [11, 18)
+# (final). f3 -> 4: a@5's own [5, 12) is past 35 - 10: dropped late. Replay's end of the table (5) fires a [40, 47).
+MAX_FILES = [
+    [row("a", 1, 10), row("a", 2, 16), row("a", 3, 19), row("a", 4, 22), row("b", 100, 11)],
+    [row("a", 5, 7)],
+    [row("a", 6, 40)],
+    [row("a", 9, 5)],
+]
+MAX_QUERY = """SELECT window_start, window_end, k, SUM(v) AS s, COUNT(*) AS c
+    FROM SESSION(TABLE {src} PARTITION BY k, DESCRIPTOR(ts), INTERVAL 7 SECONDS, INTERVAL 10 SECONDS)
+    GROUP BY window_start, window_end, k ALLOWED LATENESS INTERVAL 10 SECONDS LATE ROWS TO {late}"""
+
+
+@pytest.fixture()
+def slow_stream(spark, tmp_path, monkeypatch):
+    """A stream whose watermark trails by 5 s."""
+    monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(tmp_path / "root"))
+    folder = tmp_path / "in"
+    sqlwin.sql(spark, f"CREATE STREAM md_s (k STRING, v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL 5 "
+                      f"SECONDS) USING json OPTIONS (path '{folder}')")
+    yield "md_s", Feeder(folder)
+    for table in catalog.all_tables():
+        table.stop()
+        catalog.remove_table(table.name)
+
+
+def test_max_duration_sessions_are_cut_again_when_rows_arrive(spark, slow_stream):
+    s, feeder = slow_stream
+    sqlwin.sql(spark, f"CREATE STREAMING TABLE md_out AS {MAX_QUERY.format(src=s, late='md_late')}")
+    table = catalog.find_table("md_out")
+    feeder.feed(MAX_FILES, table)
+    columns = ["window_start", "window_end", "k", "s", "c", "pane_index", "pane_timing", "is_final", "micro_batch"]
+    streamed = rows_of(spark.table("md_out"), columns)
+    assert streamed == [(at(7), at(17), "a", 8, 3, 0, "ON_TIME", False, 1),
+                        (at(11), at(18), "b", 100, 1, 0, "ON_TIME", True, 3),
+                        (at(19), at(29), "a", 7, 2, 0, "ON_TIME", False, 3)]
+    late_columns = ["k", "v", "window_start", "window_end", "watermark", "reason", "micro_batch"]
+    late = [("a", 9, at(5), at(12), at(35), "late", 4)]
+    assert rows_of(spark.table("md_late"), late_columns) == late
+    # open: a [19, 29) (expires at 39) and a [40, 47). State: the pane rows of micro-batches 0 (5 rows, read by
+    # [19, 29)) and 2 (a@40), and the rows kept to cut a's natural sessions again: 0, 1 and 2 (7 rows)
+    assert (table.status().open_windows, table.status().state_rows) == (2, 13)
+
+    data = [(r["k"], r["v"], dt.datetime.fromisoformat(r["ts"]), i, j)
+            for i, rows in enumerate(MAX_FILES) for j, r in enumerate(rows)]
+    spark.createDataFrame(data, "k string, v int, ts timestamp, f int, j int").createOrReplaceTempView("md_t")
+    sqlwin.sql(spark, "CREATE STREAM md_replay FROM TABLE md_t ARRIVAL ORDER BY f, j MICRO BATCH BY f "
+                      "WATERMARK FOR ts AS ts - INTERVAL 5 SECONDS")
+    replayed = rows_of(sqlwin.sql(spark, MAX_QUERY.format(src="md_replay", late="md_rl")), columns)
+    assert replayed == sorted([*streamed, (at(40), at(47), "a", 6, 1, 0, "ON_TIME", True, 5)])
+    assert rows_of(spark.table("md_rl"), late_columns) == late
+    # the last pane of each window that was not cut away is the batch query's window over the rows not late
+    spark.sql("SELECT k, v, ts FROM md_t WHERE v <> 9").createOrReplaceTempView("md_kept")
+    batch = sqlwin.sql(spark, MAX_QUERY.format(src="md_kept", late="unused").split("ALLOWED")[0])
+    assert normalize(tuple(r) for r in batch.collect()) == normalize(r[:5] for r in replayed)
+
+
+sessions_in = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 40), st.sampled_from("ab"), st.integers(1, 4)),
+                       min_size=1, max_size=16)
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck))
+@given(rows=sessions_in, gap=st.integers(1, 6), max_duration=st.integers(2, 12))
+def test_max_duration_replay_equals_batch(spark, rows, gap, max_duration):
+    """Rows in any order over micro-batches, with a watermark so far behind that nothing fires or is late before
+    the end of the table: every cut made and undone on the way must end in the batch query's sessions. The
+    dynamic gap (v seconds, or the static ``gap`` for v = 4) exercises rows whose spans differ."""
+    data = [(at(sec), k, v, f, i) for i, (f, sec, k, v) in enumerate(sorted(rows, key=lambda r: r[0]))]
+    spark.createDataFrame(data, "ts timestamp, k string, v int, f int, i int").createOrReplaceTempView("hm_t")
+    sqlwin.sql(spark, "CREATE STREAM hm_s FROM TABLE hm_t ARRIVAL ORDER BY f, i MICRO BATCH BY f "
+                      "WATERMARK FOR ts AS ts - INTERVAL 1 DAY")
+    query = (f"SELECT window_start, window_end, k, SUM(v) AS s, COUNT(*) AS c FROM SESSION(TABLE {{src}} PARTITION BY "
+             f"k, DESCRIPTOR(ts), CASE WHEN v < 4 THEN v * INTERVAL 1 SECOND ELSE INTERVAL {gap} SECONDS END, "
+             f"INTERVAL {max_duration} SECONDS) GROUP BY window_start, window_end, k")
+    panes = sqlwin.sql(spark, query.format(src="hm_s")).collect()
+    assert {(p.pane_timing, p.is_final, p.pane_index) for p in panes} == {("ON_TIME", True, 0)}
+    expected = normalize(tuple(r) for r in sqlwin.sql(spark, query.format(src="hm_t")).collect())
+    assert normalize(tuple(p)[:5] for p in panes) == expected

@@ -49,6 +49,8 @@ KNOWN_WHEN_COMPLETE = {CountForm.HOP_ROWS_TIME: "HOP(..., ROWS m, d)", CountForm
 class CountWindowAssigner:
     """Numbers rows as the watermark passes them and hands the pane driver one unit per count window."""
 
+    STATE_KEY = "count_windows"  # its part of the operator's committed state (``state/<n>.json``)
+
     def __init__(self, operator: Any):
         self.op = operator
         self.sql = CountWindowSql(operator.shape, operator.query.compiler, operator.views)
@@ -78,7 +80,7 @@ class CountWindowAssigner:
 
     def _restore(self) -> None:
         last = self.op.store.last_committed()
-        data = self.op.store.load(last).get("count_windows") if last >= 0 else None
+        data = self.op.store.load(last).get(self.STATE_KEY) if last >= 0 else None
         if data:
             self.numbered_to, self.next_ts = data["numbered_to"], data["next_ts"]
             self.bases, self.waiting, self.units = data["bases"], data["waiting"], data["units"]

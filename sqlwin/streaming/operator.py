@@ -38,6 +38,7 @@ from sqlwin.plan.statements import CreateStream
 from sqlwin.plan.windows import WindowKind
 from sqlwin.streaming.countwindows import CountWindowAssigner
 from sqlwin.streaming.evictors import SparkEvictor
+from sqlwin.streaming.maxsessions import MaxDurationSessions
 from sqlwin.streaming.panequery import PaneQuery, Views, key_ddl
 from sqlwin.streaming.partials import Decomposition, decompose
 from sqlwin.streaming.sessions import SessionAssigner
@@ -73,11 +74,13 @@ class MicroBatchOperator:
         self.next_batch = 0  # sqlwin's micro-batch number (counts the micro-batches that did something)
         self.last_source_batch = -1  # Spark's id of the last batch committed
         self.relation_columns = [c.name for c in shape.window.relation.columns] if shape.window else None
-        self.sessions = SessionAssigner(self) if shape.window is not None and \
-            shape.window.kind is WindowKind.SESSION else None
+        self.sessions = (MaxDurationSessions if shape.window.max_duration is not None else SessionAssigner)(self) \
+            if shape.window is not None and shape.window.kind is WindowKind.SESSION else None
         self.counts = CountWindowAssigner(self) if shape.window is not None and shape.window.is_count_based \
             else None
         self.evictor = SparkEvictor.of(self)  # EVICT: rows evicted in Spark at each firing (evictors.py)
+        # assigners that keep state of their own (rows waiting, natural sessions), committed with the operator's
+        self.stateful = [a for a in (self.sessions, self.counts) if hasattr(a, "STATE_KEY")]
         self._prepare_schemas()
         self._restore()
 
@@ -416,7 +419,7 @@ class MicroBatchOperator:
             "windows": [[k, s, e, st.to_dict()] for (k, s, e), st in self.windows.items()],
             "rows": {str(b): n for b, n in self.rows_by_batch.items()},
             "counters": self.counters,
-            **({"count_windows": self.counts.to_dict()} if self.counts is not None else {}),
+            **{a.STATE_KEY: a.to_dict() for a in self.stateful},
             **({"evicted": self.evictor.to_dict()} if self.evictor is not None else {}),
         })
         if self.evictor is not None:
@@ -465,7 +468,7 @@ class MicroBatchOperator:
     # -- metrics ------------------------------------------------------------------------------
     @property
     def state_rows(self) -> int:
-        return sum(self.rows_by_batch.values()) + (self.counts.state_rows if self.counts is not None else 0)
+        return sum(self.rows_by_batch.values()) + sum(a.state_rows for a in self.stateful)
 
     @property
     def open_windows(self) -> int:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from sqlwin.backends.spark_groupby import window_bound
-from sqlwin.dialect.nodes import SELECT_CLAUSE_KEYS
+from sqlwin.dialect.nodes import SELECT_CLAUSE_KEYS, TableArg
 from sqlwin.errors import SqlwinError
 from sqlwin.plan import triggers as tp
 from sqlwin.plan.statements import CreateReplayStream, CreateStream, WindowedQuery
@@ -94,9 +94,11 @@ def analyse(query: WindowedQuery, streams: dict[str, CreateStream | CreateReplay
                                                           "in the SELECT that reads the window TVF")
         alias = spec.alias
         window: WindowSpec | None = spec
-        if spec.kind is WindowKind.SESSION and spec.max_duration is not None:
-            raise SqlwinError.at(tvf, "SESSION with MAX_DURATION does not run in streaming queries in this version "
-                                      "of sqlwin (a static or dynamic gap does); run it over a table (batch)")
+        data = tvf.find(TableArg)
+        if spec.kind is WindowKind.SESSION and spec.max_duration is not None and (
+                len(read) > 1 or data is None or not isinstance(data.this, exp.Table)):
+            raise SqlwinError.at(data or tvf, "in a streaming query, SESSION with MAX_DURATION reads its stream "
+                                              "directly (TABLE s): its sessions are cut again from the kept rows")
     else:
         table = tables[0]
         carrier = table.find_ancestor(exp.Select)
