@@ -275,7 +275,7 @@ def state_rows(query: Any) -> int:
 
 
 # -- profile of the custom operator ---------------------------------------------------------------
-PHASES = ("_read", "_assign", "_store_partials", "store_rows", "write_late", "_drive", "_emit", "_collect_garbage",
+PHASES = ("_read", "_scan", "_assign", "store_rows", "write_late", "_drive", "_emit", "_collect_garbage",
           "_commit", "step")
 
 

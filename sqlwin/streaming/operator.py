@@ -6,6 +6,9 @@ watermark in force (computed at the end of the previous micro-batch) and ``P`` i
 1. Spark assigns the new rows to windows (the batch backend's own plan) and classifies each (row, window)
    natively: dropped ``late`` when ``W >= window_end + lateness``, dropped ``window closed`` when the
    window's trigger has finished; the rest are stored (``rows/<n>``). Dropped rows go to LATE ROWS TO.
+   With partial-aggregate state (``sqlwin.streaming.partials``) one Spark job reads the micro-batch for
+   this and for its statistics (row count, largest event time) together (``_scan``), as Spark's own
+   streaming aggregation reads it once.
 2. Python runs the pane driver (``sqlwin.core.panes``) per (key, window) on the *counts* of new rows,
    plus every window whose event- or processing-time timer is due: this decides which panes fire.
 3. Spark computes every fired pane with the user's own query over that pane's stored rows
@@ -171,6 +174,9 @@ class MicroBatchOperator:
         data = batch_df
         if TICK_COLUMN in batch_df.columns:  # tick rows only cause the micro-batch: drop them
             data = batch_df.where(F.col(TICK_COLUMN).isNull()).drop(TICK_COLUMN)
+        if self.fused:  # one Spark job reads the micro-batch (_scan): no copy of it in memory
+            self.step(batch_df.sparkSession, data, processing_time, source_batch=source_batch)
+            return
         # read once from the source: the statistics, the assignment and the late rows all scan it
         data = data.persist()
         try:
@@ -187,7 +193,6 @@ class MicroBatchOperator:
         nothing due) changes no state and takes no number, so numbers do not depend on such batches."""
         batch = self.next_batch
         self.current_processing_time = processing_time
-        count, max_ts = self._read(data, processing_time)
         start = self.tracker.current
         if end_of_input:
             self.tracker.end_of_input()
@@ -196,13 +201,18 @@ class MicroBatchOperator:
             # and the rows of this micro-batch (PROCTIME = its clock) fall in a window that has not ended
             self.tracker.trackers[0].advance_to(processing_time - 1)
             self.tracker.advance_idle(processing_time)
-        elif count == 0:
+        accepted: dict[WindowKey, int] = {}
+        if data is not None and self.fused:  # the watermark in force does not depend on the row count here:
+            # without rows only idleness moves it, and then nothing was assigned
+            count, max_ts, accepted = self._scan(spark, data, batch, self.tracker.current, processing_time)
+        else:
+            count, max_ts = self._read(data, processing_time)
+        if count == 0 and not end_of_input and not self.shape.processing_time:
             self.tracker.advance_idle(processing_time)
         watermark = self.tracker.current
-        accepted: dict[WindowKey, int] = {}
         if self.counts is not None:  # count windows number waiting rows in micro-batches without rows too
             accepted = self.counts.assign(spark, batch, watermark, with_rows=count > 0)
-        elif count:
+        elif count and not (data is not None and self.fused):
             accepted = self._assign(spark, batch, watermark)
         panes, expired = self._drive(accepted, batch, watermark, processing_time)
         self._emit(spark, panes, batch)
@@ -223,10 +233,15 @@ class MicroBatchOperator:
 
     def _read(self, data: Any, processing_time: int) -> tuple[int, list[int | None]]:
         """Register each stream's rows of the micro-batch; returns the row count and each stream's max time."""
-        from pyspark.sql import functions as F
-
         if data is None:
             return 0, [None] * len(self.streams)
+        return self._statistics(data.agg(*self._register(data, processing_time)).collect()[0])
+
+    def _register(self, data: Any, processing_time: int) -> list:
+        """Register each stream's rows of the micro-batch as its view; returns the aggregates of the
+        micro-batch's statistics (``n`` rows, ``m<i>`` the largest time of stream ``i``)."""
+        from pyspark.sql import functions as F
+
         several = len(self.streams) > 1
         stats = [F.count(F.lit(1)).alias("n")]
         for i, stream in enumerate(self.streams):
@@ -240,17 +255,48 @@ class MicroBatchOperator:
             time_column = stream.watermark.column if stream.watermark else self.shape.time_column
             column = F.unix_micros(F.col(f"`{time_column}`")) if time_column in data.columns else F.lit(None)
             mine = (F.col(SOURCE_COLUMN) == i) if several else F.lit(True)
-            stats.append(F.max(F.when(mine, column)).alias(f"m{i}"))
-        row = data.agg(*stats).collect()[0]
+            stats.append(F.max(F.when(mine, column)).cast("bigint").alias(f"m{i}"))
+        return stats
+
+    def _statistics(self, row: Any) -> tuple[int, list[int | None]]:
         if self.shape.processing_time:  # event times do not move a processing-time watermark
             return int(row["n"]), [None] * len(self.streams)
         return int(row["n"]), [row[f"m{i}"] for i in range(len(self.streams))]
 
     # -- 1. rows ------------------------------------------------------------------------------
     def _assign(self, spark: Any, batch: int, watermark: int) -> dict[WindowKey, int]:
-        """Assign, classify and store the micro-batch's rows; returns the new-row counts per window."""
+        """Assign, classify and store the micro-batch's rows (row state: partial aggregates go through
+        ``_scan``); returns the new-row counts per window."""
         if self.sessions is not None:
             return self.sessions.assign(spark, batch, watermark)
+        from pyspark.sql import functions as F
+
+        annotated = self._annotate(spark, watermark).persist()  # read three times: counts, rows, late rows
+        try:
+            counts = annotated.groupBy("__key", "__ws", "__we", "__status").count().collect()
+            accepted = {(r["__key"], r["__ws"], r["__we"]): r["count"] for r in counts if r["__status"] is None}
+            dropped = sum(r["count"] for r in counts if r["__status"] is not None)
+            if accepted:
+                self.store_rows(annotated.where(F.col("__status").isNull()).drop("__status"), batch,
+                                sum(accepted.values()))
+            late_rows = annotated.where(F.col("__status").isNotNull()).select(*self._late_columns())
+            self.write_late([late_rows] if dropped else [], batch, watermark, dropped)
+        finally:
+            annotated.unpersist()
+        return accepted
+
+    def _late_columns(self) -> list:
+        """A dropped (row, window) as LATE ROWS TO lists it (before the watermark): the row's columns, the
+        window's bounds (NULL for the global window, which has none) and the reason."""
+        from pyspark.sql import functions as F
+
+        bounds = [F.col(c) if self.shape.window else F.lit(None).cast("timestamp").alias(c)
+                  for c in ("window_start", "window_end")]
+        return [*[F.col(f"`{c}`") for c in self.relation_columns], *bounds, F.col("__status").alias("reason")]
+
+    def _annotate(self, spark: Any, watermark: int) -> Any:
+        """The micro-batch's (row, window) pairs, each with ``__status``: NULL (accepted), ``late`` when
+        ``window_end <= W - lateness``, or ``window closed`` when the window's trigger has finished."""
         from pyspark.sql import functions as F
 
         assigned = spark.sql(self.query.assign_sql)
@@ -266,52 +312,57 @@ class MicroBatchOperator:
             assigned = assigned.withColumn("__closed", F.lit(False))
             is_closed = F.col("__closed")
         status = F.when(late, F.lit(LATE)).when(is_closed, F.lit(CLOSED))
-        annotated = assigned.withColumn("__status", status).drop("__closed")
-        if self.query.decomposition is None:
-            annotated = annotated.persist()  # read three times: counts, stored rows, late rows
-        try:
-            if self.query.decomposition is not None:
-                accepted, dropped = self._store_partials(spark, annotated, batch)
-            else:
-                counts = annotated.groupBy("__key", "__ws", "__we", "__status").count().collect()
-                accepted = {(r["__key"], r["__ws"], r["__we"]): r["count"] for r in counts
-                            if r["__status"] is None}
-                dropped = sum(r["count"] for r in counts if r["__status"] is not None)
-                if accepted:
-                    self.store_rows(annotated.where(F.col("__status").isNull()).drop("__status"), batch,
-                                    sum(accepted.values()))
-            # the global window has no bounds: its dropped rows (window closed) get NULL ones
-            bounds = [F.col(c) if self.shape.window else F.lit(None).cast("timestamp").alias(c)
-                      for c in ("window_start", "window_end")]
-            late_rows = annotated.where(F.col("__status").isNotNull()).select(
-                *[F.col(f"`{c}`") for c in self.relation_columns], *bounds, F.col("__status").alias("reason"))
-            self.write_late([late_rows] if dropped else [], batch, watermark, dropped)
-        finally:
-            if self.query.decomposition is None:
-                annotated.unpersist()
-        return accepted
+        return assigned.withColumn("__status", status).drop("__closed")
 
-    def _store_partials(self, spark: Any, annotated: Any, batch: int) -> tuple[dict[WindowKey, int], int]:
-        """One pass over the micro-batch's rows: per (key, window, status) the row count and the partial
-        aggregates; the accepted ones are stored (one row per key and window). Returns (accepted counts per
-        window, rows dropped)."""
+    @property
+    def fused(self) -> bool:
+        """Whether a data micro-batch is read by one Spark job (``_scan``): with partial-aggregate state (never
+        for sessions or evictors, which keep rows), except for count windows, whose rows wait to be numbered."""
+        return self.FUSED_SCAN and self.query.decomposition is not None and self.counts is None
+
+    FUSED_SCAN = True
+
+    def _scan(self, spark: Any, data: Any, batch: int, watermark: int,
+              processing_time: int) -> tuple[int, list[int | None], dict[WindowKey, int]]:
+        """Step 1 and the statistics of a data micro-batch in one Spark job over its rows: the row count and
+        largest times, and per (key, window, status) the row count and partial aggregates (``__key`` is
+        computed per group, not per row, unless closed windows are looked up by it). The small result is
+        kept (checkpointed) while the accepted partials are stored. Dropped rows, if any, are read again:
+        most micro-batches have none. Returns (rows, largest time per stream, accepted counts per window)."""
         from pyspark.sql import functions as F
 
-        annotated.createOrReplaceTempView(self.views.annotated)
-        grouped = spark.sql(self._partial_sql()).persist()  # small: one row per key, window and status
-        try:
-            counts = grouped.select("__key", "__ws", "__we", "__status", "__n").collect()
-            accepted = {(r["__key"], r["__ws"], r["__we"]): r["__n"] for r in counts if r["__status"] is None}
-            dropped = sum(r["__n"] for r in counts if r["__status"] is not None)
-            if accepted:
-                rows = grouped.where(F.col("__status").isNull()).drop("__status", "__n") \
-                    .withColumn("__mb", F.lit(batch).cast("bigint")).withColumn("__present", F.lit(True))
-                rows.select(*self.rows_schema.fieldNames()).write.mode("overwrite") \
-                    .parquet(self.store.rows_path(batch))
-                self.rows_by_batch[batch] = len(accepted)
-        finally:
-            grouped.unpersist()
-        return accepted, dropped
+        decomposition = self.query.decomposition
+        assert decomposition is not None
+        stats = self._register(data, processing_time)
+        annotated = self._annotate(spark, watermark)
+        per_group = not any(s.closed and not s.expired for s in self.windows.values())  # no lookup by __key
+        (annotated.drop("__key") if per_group else annotated).createOrReplaceTempView(self.views.annotated)
+        grouped = spark.sql(decomposition.partial_sql(self.views.annotated, self.shape.source_alias,
+                                                      len(self.shape.keys),
+                                                      key_after=self.query.key_json_sql if per_group else None))
+        summary = data.agg(*stats).withColumn("__summary", F.lit(True))
+        scanned = grouped.unionByName(summary, allowMissingColumns=True).localCheckpoint()
+        accepted: dict[WindowKey, int] = {}
+        row, dropped = None, 0
+        for r in scanned.select("__summary", "__key", "__ws", "__we", "__status", "__n", *summary.columns).collect():
+            if r["__summary"]:
+                row = r
+            elif r["__status"] is None:
+                accepted[(r["__key"], r["__ws"], r["__we"])] = r["__n"]
+            else:
+                dropped += r["__n"]
+        assert row is not None
+        count, max_ts = self._statistics(row)
+        if not count:
+            return 0, max_ts, {}
+        if accepted:
+            rows = scanned.where(F.col("__summary").isNull() & F.col("__status").isNull()) \
+                .withColumn("__mb", F.lit(batch).cast("bigint")).withColumn("__present", F.lit(True))
+            rows.select(*self.rows_schema.fieldNames()).write.mode("overwrite").parquet(self.store.rows_path(batch))
+            self.rows_by_batch[batch] = len(accepted)
+        late_rows = annotated.where(F.col("__status").isNotNull()).select(*self._late_columns())
+        self.write_late([late_rows] if dropped else [], batch, watermark, dropped)
+        return count, max_ts, accepted
 
     def store_rows(self, rows: Any, batch: int, count: int) -> None:
         """Keep the rows micro-batch ``batch`` added to open windows, for the panes that will read them."""

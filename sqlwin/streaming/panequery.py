@@ -95,6 +95,7 @@ class PaneQuery:
             key_json: exp.Expr = exp.func("TO_JSON", struct)
         else:
             key_json = exp.Literal.string("{}")
+        self.key_json_sql = key_json.sql(D)  # ``__key`` from the ``__k<i>`` columns (also after a GROUP BY)
         where = carrier.args.get("where")
         if where is not None:
             select.set("where", where.copy())

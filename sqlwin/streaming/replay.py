@@ -156,6 +156,8 @@ class PlannedReplay(MicroBatchOperator):
     or ``window closed`` here, by the same rule), and fired panes and dropped groups are collected, to be
     computed by one Spark job at the end. A pane's tokens are table micro-batch numbers (``BATCH``)."""
 
+    FUSED_SCAN = False  # no micro-batch is read here: ``_read`` and ``_assign`` look the summary up
+
     def plannable(self, numbered: Any) -> bool:
         if self.sessions is not None or self.counts is not None or self.shape.query.evict is not None:
             return False  # windows that move, or whose rows wait for the watermark to be numbered
