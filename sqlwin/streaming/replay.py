@@ -56,11 +56,12 @@ def replay(spark: Any, shape: StreamingShape, late_view: str | None = None) -> A
     late_sink = BatchSink(late_name, os.path.join(folder, "late_rows")) if late_name else None
     try:
         has_clock = getattr(stream, "processing_time_by", None) is not None
-        numbered, plan = _numbered(spark, shape)
+        cut = Cut(spark, shape)
         planned = PlannedReplay(spark, shape, folder, sink, late_sink, tag)
-        if planned.plannable(numbered):
-            result, late = planned.run(plan, has_clock)
+        if planned.plannable(cut):
+            result, late = planned.run(cut, has_clock)
         else:
+            numbered, plan = cut.numbered()
             result, late = _stepped(spark, shape, folder, sink, late_sink, tag, numbered, plan, has_clock)
         if late_name is not None:
             late.localCheckpoint().createOrReplaceTempView(late_name)
@@ -69,47 +70,86 @@ def replay(spark: Any, shape: StreamingShape, late_view: str | None = None) -> A
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _numbered(spark: Any, shape: StreamingShape) -> tuple[Any, list]:
-    """The table's rows with their micro-batch (``BATCH``: 0, 1, ... in arrival order), and per micro-batch
-    its row count ``n``, largest event time ``max_ts`` and clock (``PROCESSING TIME BY``), from the same
-    aggregation that numbers the micro-batches."""
-    from pyspark.sql import functions as F
+class Cut:
+    """How the table is cut into micro-batches: each row's *label* (the ``MICRO BATCH BY`` value, or the
+    arrival number when each row is a micro-batch of its own) and per label the micro-batch statistics
+    (row count ``n``, largest event time ``max_ts``, clock). Micro-batches are numbered (``BATCH``: 0, 1, ...)
+    in arrival order from the statistics, after the fact, so the planned replay reads the table once."""
 
-    stream = shape.stream
-    rows = spark.table(stream.name)
-    clock = getattr(stream, "processing_time_by", None)
-    if clock is not None:
-        rows = rows.selectExpr("*", f"UNIX_MICROS({clock.sql('spark')}) AS {CLOCK}")
-    time_column = stream.watermark.column if stream.watermark else shape.time_column
-    max_ts = F.max(F.unix_micros(F.col(f"`{time_column}`"))) if time_column in rows.columns else \
-        F.lit(None).cast("bigint")
-    stats = [F.count(F.lit(1)).alias("n"), max_ts.alias("max_ts"),
-             (F.max(CLOCK) if clock is not None else F.lit(None).cast("bigint")).alias("clock")]
-    order = ", ".join(o.sql("spark") for o in stream.arrival_order)
-    group = stream.micro_batch_by.sql("spark") if stream.micro_batch_by is not None else None
-    if group is None:  # one row per micro-batch: the arrival number itself
-        numbered = rows.selectExpr("*", f"ROW_NUMBER() OVER (ORDER BY {order}) - 1 AS {BATCH}").localCheckpoint()
-        return numbered, numbered.groupBy(BATCH).agg(*stats).orderBy(BATCH).collect()
-    numbered = rows.selectExpr("*", f"{group} AS __sqlwin_group")
-    items = [o if isinstance(o, exp.Ordered) else exp.Ordered(this=o) for o in stream.arrival_order]
-    if all(not o.args.get("desc") and o.args.get("nulls_first") is not False for o in items):
-        # a micro-batch arrives with its first row: order the groups by their least arrival key (a struct
-        # orders field by field, NULLs first, as ORDER BY ... ASC does): no sort of the whole table
-        first = F.min(F.struct(*[F.expr(o.this.sql("spark")) for o in items]))
-    else:
-        numbered = numbered.selectExpr("*", f"ROW_NUMBER() OVER (ORDER BY {order}) AS __sqlwin_arrival") \
-            .localCheckpoint()
-        first = F.min("__sqlwin_arrival")
-    firsts = numbered.groupBy("__sqlwin_group").agg(first.alias("__first"), *stats)
-    # ties between the first rows of two groups: the group's own value decides, not chance
-    ranks = firsts.selectExpr("__sqlwin_group AS __sqlwin_g", "n", "max_ts", "clock",
-                              f"ROW_NUMBER() OVER (ORDER BY __first, __sqlwin_group) - 1 AS {BATCH}") \
-        .localCheckpoint()
-    plan = ranks.select(BATCH, "n", "max_ts", "clock").orderBy(BATCH).collect()
-    # NULL-safe: rows whose MICRO BATCH BY value is NULL form a micro-batch too
-    joined = numbered.join(F.broadcast(ranks.select("__sqlwin_g", BATCH)),
-                           numbered["__sqlwin_group"].eqNullSafe(ranks["__sqlwin_g"]))
-    return joined.drop("__sqlwin_group", "__sqlwin_g", "__sqlwin_arrival"), plan
+    GROUP = "__sqlwin_group"
+
+    def __init__(self, spark: Any, shape: StreamingShape):
+        from pyspark.sql import functions as F
+
+        self.spark = spark
+        stream = shape.stream
+        rows = spark.table(stream.name)
+        self.clock = getattr(stream, "processing_time_by", None)
+        if self.clock is not None:
+            rows = rows.selectExpr("*", f"UNIX_MICROS({self.clock.sql('spark')}) AS {CLOCK}")
+        time_column = stream.watermark.column if stream.watermark else shape.time_column
+        max_ts = F.max(F.unix_micros(F.col(f"`{time_column}`"))) if time_column in rows.columns else \
+            F.lit(None).cast("bigint")
+        self.stats = [F.count(F.lit(1)).alias("n"), max_ts.alias("max_ts"),
+                      (F.max(CLOCK) if self.clock is not None else F.lit(None).cast("bigint")).alias("clock")]
+        order = ", ".join(o.sql("spark") for o in stream.arrival_order)
+        group = stream.micro_batch_by.sql("spark") if stream.micro_batch_by is not None else None
+        if group is None:  # one row per micro-batch: the arrival number is the label and the number
+            self.label = BATCH
+            self.rows = rows.selectExpr("*", f"ROW_NUMBER() OVER (ORDER BY {order}) - 1 AS {BATCH}").localCheckpoint()
+            self.first = None
+            return
+        self.label = self.GROUP
+        self.rows = rows.selectExpr("*", f"{group} AS {self.GROUP}")
+        items = [o if isinstance(o, exp.Ordered) else exp.Ordered(this=o) for o in stream.arrival_order]
+        ascending = [not o.args.get("desc") and o.args.get("nulls_first") is not False for o in items]
+        if ascending[0] and items[0].this == stream.micro_batch_by:
+            # ARRIVAL ORDER BY b, ... MICRO BATCH BY b: the groups arrive in the order of b itself (ties are
+            # impossible: the rest of the order only sorts rows within a group); no MIN of a struct, which
+            # Spark aggregates by sorting
+            self.first = F.col(self.GROUP)
+        elif all(ascending):
+            # a micro-batch arrives with its first row: order the groups by their least arrival key (a struct
+            # orders field by field, NULLs first, as ORDER BY ... ASC does): no sort of the whole table
+            self.first = F.min(F.struct(*[F.expr(o.this.sql("spark")) for o in items]))
+        else:
+            self.rows = self.rows.selectExpr("*", f"ROW_NUMBER() OVER (ORDER BY {order}) AS __sqlwin_arrival") \
+                .localCheckpoint()
+            self.first = F.min("__sqlwin_arrival")
+
+    def summary(self) -> Any:
+        """Per label: its statistics (and ``__first``, its arrival position, where labels are groups)."""
+        first = [self.first.alias("__first")] if self.first is not None else []
+        return self.rows.groupBy(self.label).agg(*first, *self.stats)
+
+    def ranks(self, summary: Any) -> tuple[Any, list]:
+        """From the per-label statistics: (label -> ``BATCH``, kept; the plan: per micro-batch in order its
+        ``BATCH``, ``n``, ``max_ts`` and clock). Ties between the first rows of two groups: the group's own
+        value decides, not chance."""
+        if self.label == BATCH:
+            ranks = summary.select(BATCH, "n", "max_ts", "clock").localCheckpoint()
+        else:
+            ranks = summary.selectExpr(f"{self.GROUP}", "n", "max_ts", "clock",
+                                       f"ROW_NUMBER() OVER (ORDER BY __first, {self.GROUP}) - 1 AS {BATCH}") \
+                .localCheckpoint()
+        return ranks, ranks.orderBy(BATCH).collect()
+
+    def numbered_by(self, df: Any, ranks: Any, label: str | None = None) -> Any:
+        """``df`` (with the label column) with each row's ``BATCH``; NULL-safe: rows whose ``MICRO BATCH BY``
+        value is NULL form a micro-batch too."""
+        from pyspark.sql import functions as F
+
+        label = label or self.label
+        if label == BATCH:
+            return df
+        pairs = F.broadcast(ranks.select(F.col(self.GROUP).alias("__sqlwin_g"), BATCH))
+        return df.join(pairs, df[label].eqNullSafe(pairs["__sqlwin_g"])).drop("__sqlwin_g")
+
+    def numbered(self) -> tuple[Any, list]:
+        """The table's rows with their ``BATCH`` and the plan, for the stepped replay."""
+        ranks, plan = self.ranks(self.summary())
+        numbered = self.numbered_by(self.rows, ranks)
+        return numbered.drop(self.GROUP, "__sqlwin_arrival"), plan
 
 
 def _clock_of(entry: Any, has_clock: bool, operator: MicroBatchOperator) -> int:
@@ -158,54 +198,72 @@ class PlannedReplay(MicroBatchOperator):
 
     FUSED_SCAN = False  # no micro-batch is read here: ``_read`` and ``_assign`` look the summary up
 
-    def plannable(self, numbered: Any) -> bool:
+    def plannable(self, cut: Cut) -> bool:
         if self.sessions is not None or self.counts is not None or self.shape.query.evict is not None:
             return False  # windows that move, or whose rows wait for the watermark to be numbered
-        numbered.drop(CLOCK).createOrReplaceTempView(self.views.batch_of(0))
-        self.assigned = self.spark.sql(self._assign_sql_with_batch())
-        return BATCH in self.assigned.columns  # else a subquery in the TVF drops it: step batch by batch
+        self.cut = cut
+        cut.rows.drop(CLOCK).createOrReplaceTempView(self.views.batch_of(0))
+        self.assigned = self.spark.sql(self._assign_sql_with_label(cut))
+        return cut.label in self.assigned.columns  # else a subquery in the TVF drops it: step batch by batch
 
-    def _assign_sql_with_batch(self) -> str:
-        """The assignment of the operator, with the micro-batch number carried through the window TVF (its
-        relation lists the stream's columns: add ``BATCH`` to them)."""
+    def _assign_sql_with_label(self, cut: Cut) -> str:
+        """The assignment of the operator, with each row's micro-batch label carried through the window TVF
+        (its relation lists the stream's columns: add the label to them)."""
         shape = self.shape
         spec = shape.window
         if spec is None or spec.relation.columns is None:
-            return self.query.assign_sql  # ``*`` over the rows: BATCH passes through as it is
-        relation = dataclasses.replace(spec.relation, columns=(*spec.relation.columns, Column(BATCH, "int")))
-        with_batch = dataclasses.replace(shape, window=dataclasses.replace(spec, relation=relation))
-        return PaneQuery(with_batch, self.spark, self.views).assign_sql
+            return self.query.assign_sql  # ``*`` over the rows: the label passes through as it is
+        label_type = cut.rows.schema[cut.label].dataType.simpleString()
+        relation = dataclasses.replace(spec.relation, columns=(*spec.relation.columns, Column(cut.label, label_type)))
+        with_label = dataclasses.replace(shape, window=dataclasses.replace(spec, relation=relation))
+        return PaneQuery(with_label, self.spark, self.views).assign_sql
 
     # -- the Spark work, up front -------------------------------------------------------------
-    def run(self, plan: list, has_clock: bool) -> tuple[Any, Any]:
+    def run(self, cut: Cut, has_clock: bool) -> tuple[Any, Any]:
         from pyspark.sql import functions as F
 
         spark = self.spark
+        self.stored, plan, counts = self._stored_groups(cut)
         self.summary = {r[BATCH]: (int(r["n"]), r["max_ts"]) for r in plan}
-        self.stored = self._stored_groups()
+        batch_of = {r[cut.label]: r[BATCH] for r in plan}
         self.groups: dict[int, list[tuple[WindowKey, int]]] = {}
-        for r in self.stored.groupBy("__key", "__ws", "__we", "__mb").agg(F.sum("__n").alias("n")).collect():
-            self.groups.setdefault(r["__mb"], []).append(((r["__key"], r["__ws"], r["__we"]), int(r["n"])))
+        for r in counts.groupBy("__key", "__ws", "__we", cut.label).agg(F.sum("__n").alias("n")).collect():
+            self.groups.setdefault(batch_of[r[cut.label]], []).append(((r["__key"], r["__ws"], r["__we"]),
+                                                                        int(r["n"])))
         self.fired: list[tuple[WindowKey, Pane, int]] = []
         self.drops: list[tuple[str, int, int, int, int, str, int]] = []
         _drive(self, spark, plan, has_clock, lambda entry: entry[BATCH])
         return self._panes(), self._late_rows()
 
-    def _stored_groups(self) -> Any:
+    def _stored_groups(self, cut: Cut) -> tuple[Any, list, Any]:
         """Per (key, window, micro-batch): ``__n`` rows and their partial aggregates, or the rows themselves
-        (``__n`` = 1 each), with ``__mb`` = the micro-batch: the state every pane reads."""
+        (``__n`` = 1 each), with ``__mb`` = the micro-batch: the state every pane reads; the plan; and the
+        same groups by label (``__n`` counts them per key and window).
+
+        With partial aggregates, one Spark job reads the table for both: the aggregates per (key, window,
+        label), ``__key`` computed per group, and the statistics per label; the micro-batches are numbered
+        on that small result."""
         from pyspark.sql import functions as F
 
-        assigned = self.assigned
-        if self.query.decomposition is not None:
-            assigned.withColumn("__status", F.lit(None).cast("string")).createOrReplaceTempView(self.views.annotated)
-            sql = self.query.decomposition.partial_sql(self.views.annotated, self.shape.source_alias,
-                                                       len(self.shape.keys), extra=(BATCH,))
-            grouped = self.spark.sql(sql).drop("__status").withColumnRenamed(BATCH, "__mb")
+        label = cut.label
+        assigned = self.assigned.withColumn("__status", F.lit(None).cast("string"))
+        decomposition = self.query.decomposition
+        if decomposition is not None:
+            assigned.drop("__key").createOrReplaceTempView(self.views.annotated)
+            grouped = self.spark.sql(decomposition.partial_sql(
+                self.views.annotated, self.shape.source_alias, len(self.shape.keys), extra=(label,),
+                key_after=self.query.key_json_sql)).drop("__status")
+            scanned = grouped.unionByName(cut.summary().withColumn("__summary", F.lit(True)),
+                                          allowMissingColumns=True).localCheckpoint()
+            ranks, plan = cut.ranks(scanned.where(F.col("__summary").isNotNull()))
+            by_label = scanned.where(F.col("__summary").isNull())
         else:
-            grouped = assigned.withColumn("__mb", F.col(BATCH)).withColumn("__n", F.lit(1))
-        grouped = grouped.withColumn("__mb", F.col("__mb").cast("bigint")).withColumn("__present", F.lit(True))
-        return grouped.select(*self.rows_schema.fieldNames(), "__n").localCheckpoint()
+            ranks, plan = cut.ranks(cut.summary())
+            by_label = assigned.withColumn("__n", F.lit(1)).localCheckpoint()  # read by the counts and the panes
+        self.ranks = ranks
+        grouped = cut.numbered_by(by_label, ranks)
+        grouped = grouped.withColumn("__mb", F.col(BATCH).cast("bigint")).withColumn("__present", F.lit(True))
+        return grouped.select(*self.rows_schema.fieldNames(), "__n"), plan, by_label
 
     # -- the operator's Spark touch points, replaced ------------------------------------------
     def _read(self, data: Any, processing_time: int) -> tuple[int, list[int | None]]:
@@ -288,8 +346,14 @@ class PlannedReplay(MicroBatchOperator):
         schema = f"__key string, __ws bigint, __we bigint, {BATCH} bigint, __wm bigint, reason string, " \
                  "micro_batch int"
         drops = self.spark.createDataFrame(self.drops, schema)
-        rows = self.assigned.withColumn(BATCH, F.col(BATCH).cast("bigint")) \
-            .join(F.broadcast(drops), ["__key", "__ws", "__we", BATCH])
+        label = self.cut.label
+        if label != BATCH:  # the label of each dropped micro-batch, to find its rows
+            drops = drops.join(self.ranks.select(F.col(BATCH).cast("bigint").alias(BATCH), label), BATCH)
+        keys = ["__key", "__ws", "__we"]
+        drops = F.broadcast(drops.withColumnRenamed(label, "__drop_label"))
+        on = [self.assigned[k] == drops[k] for k in keys]
+        on.append(self.assigned[label].cast(drops.schema["__drop_label"].dataType).eqNullSafe(drops["__drop_label"]))
+        rows = self.assigned.join(drops, on).drop(*[drops[k] for k in keys])
         bounds = [F.col(c) if self.shape.window else F.lit(None).cast("timestamp").alias(c)
                   for c in ("window_start", "window_end")]
         late = rows.select(*[F.col(f"`{c}`") for c in self.relation_columns], *bounds,
