@@ -1,5 +1,6 @@
 """The Spark Connect client of tests/test_connect.py's streaming checks (run as a script in its own process:
-``python connect_streaming_client.py URL REPO WORK``; prints one ``RESULT <json>`` line).
+``python connect_streaming_client.py URL REPO WORK [MODE]``; prints one ``RESULT <json>`` line). With a MODE,
+it first runs tests/connect_batch_checks.py's batch checks in that mode on the same session (``batch``).
 
 Over one Connect session it runs, on streams of JSON files dropped one at a time (each file processed, with
 the no-data micro-batches it causes, before the next one is written):
@@ -22,6 +23,7 @@ import json
 import os
 import sys
 import time
+import traceback
 
 sys.path.insert(0, sys.argv[2])  # the repo: tests' data and tools
 
@@ -30,6 +32,7 @@ from pyspark.sql import SparkSession
 
 import sqlwin
 from sqlwin.streaming import catalog
+from tests.connect_batch_checks import batch_checks
 from tests.difftools import EVENTS, load, normalize, on_duckdb, on_spark
 from tests.streamtools import Feeder
 from tests.test_streaming import BATCHES, SESSION_BATCHES, at
@@ -178,6 +181,11 @@ def main() -> None:
     duck = duckdb.connect()
     duck.execute("SET TimeZone = 'UTC'")
     out: dict = {"session": type(spark).__module__}
+    if len(sys.argv) > 4:  # the batch checks first, on the same session (one client process, not two)
+        try:
+            out["batch"] = batch_checks(spark, sys.argv[4])
+        except Exception:
+            out["batch_error"] = traceback.format_exc()
     try:  # one table or two at a time: every running query polls its sources on the server
         tumble_tables(spark, out, Feeder(os.path.join(work, "in")))
         session_table(spark, out, Feeder(os.path.join(work, "sessions")))

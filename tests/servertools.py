@@ -1,11 +1,13 @@
 """One `sqlwin serve` per pytest run, shared by the modules that talk to a server (tests/test_server.py,
-tests/test_dbt.py, tests/test_install_extras.py), and dbt run against it."""
+tests/test_dbt.py, tests/test_install_extras.py), and dbt run against it (one `dbt build` per pytest run when
+both dbt tests run: tests/test_dbt.py checks the build of tests/test_install_extras.py's fresh install)."""
 
 from __future__ import annotations
 
 import os
 import re
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -37,6 +39,24 @@ def run_dbt(dbt: Path, args: list[str], server: ServerProcess, workdir: Path, sc
     cmd = [str(dbt), *args, "--project-dir", str(DBT_PROJECT), "--profiles-dir", str(DBT_PROJECT),
            "--target-path", str(workdir / "target"), "--log-path", str(workdir / "logs"), "--no-use-colors"]
     return subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True, timeout=900)
+
+
+@dataclass
+class DbtBuild:
+    """A passing ``dbt build`` of DBT_PROJECT on the shared server: into ``schema``, by ``who``."""
+
+    schema: str
+    stdout: str
+    who: str
+
+
+def record_dbt_build(config: pytest.Config, build: DbtBuild) -> None:
+    """Keep a build for tests/test_dbt.py, which checks what it built instead of building the project again."""
+    config._sqlwin_dbt_build = build
+
+
+def recorded_dbt_build(config: pytest.Config) -> DbtBuild | None:
+    return getattr(config, "_sqlwin_dbt_build", None)
 
 
 def dbt_summary(stdout: str) -> tuple[str, ...] | None:

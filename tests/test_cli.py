@@ -1,5 +1,5 @@
 """The ``sqlwin`` command line: subprocess runs of ``python -m sqlwin`` (a JVM each for ``run``:
-marked slow, kept few) plus in-process checks of the runner on the shared ``spark`` fixture."""
+marked slow, kept few) plus in-process checks of ``cli.main`` and the runner on the shared ``spark`` fixture."""
 
 from __future__ import annotations
 
@@ -177,9 +177,19 @@ def test_run_prints_the_result_tables():
     assert "Traceback" not in proc.stderr
 
 
-@pytest.mark.slow
-def test_execute_then_a_failing_file(bad_file: Path):
-    proc = sqlwin_cmd("run", "-e", "SELECT 40 + 2 AS answer", str(bad_file))
+def test_execute_then_a_failing_file(spark, bad_file: Path, capfd: pytest.CaptureFixture[str],
+                                     monkeypatch: pytest.MonkeyPatch):
+    """``cli.main`` in this process (its Spark is the session's: no JVM of its own; the subprocess path of
+    ``python -m sqlwin run`` is test_run_prints_the_result_tables'), output read at the file descriptors."""
+    monkeypatch.setenv("SQLWIN_NO_PROGRESS", "1")
+    monkeypatch.delenv("SQLWIN_DEBUG", raising=False)
+    monkeypatch.chdir(ROOT)
+    try:
+        code = cli.main(["run", "-e", "SELECT 40 + 2 AS answer", str(bad_file)])
+    finally:
+        spark.catalog.dropTempView("t")  # BAD_HOP's view, in the shared session
+    out, err = capfd.readouterr()
+    proc = subprocess.CompletedProcess(["sqlwin", "run"], code, out, err)
     assert_clean_error(proc)
     assert re.search(r"^ *42$", proc.stdout, re.MULTILINE)
     assert "error: line 5, col 6: HOP expects" in proc.stderr

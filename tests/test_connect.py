@@ -38,55 +38,14 @@ CLIENT = r'''
 import json, sys
 sys.path.insert(0, sys.argv[2])  # the repo: the client imports the tests' data and tools
 from pyspark.sql import SparkSession
-import duckdb
-import sqlwin
-from tests.difftools import EVENTS, load, on_duckdb, on_spark
-from tests.test_differential import BID_COLUMNS, BIDS, EDGE
+from tests.connect_batch_checks import batch_checks
 
 builder = SparkSession.builder.remote(sys.argv[1])
 if sys.argv[1].startswith("local"):  # the client starts the server: its static confs go here
     builder = builder.config("spark.ui.enabled", "false").config("spark.log.structuredLogging.enabled", "false")
 spark = builder.getOrCreate()
 spark.conf.set("spark.sql.session.timeZone", "UTC")
-out = {"session": type(spark).__module__}
-sqlwin.register(spark)
-duck = duckdb.connect()
-duck.execute("SET TimeZone = 'UTC'")
-load(spark, duck, "bids", BID_COLUMNS, BIDS)
-load(spark, duck, "edge", EVENTS, EDGE)
-queries = [
-    ("SELECT window_start, window_end, SUM(price) FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(bidtime), "
-     "INTERVAL '10' MINUTES)) GROUP BY window_start, window_end", ("auto",)),
-    ("SELECT * FROM SESSION(TABLE edge PARTITION BY k, DESCRIPTOR(ts), INTERVAL '4' MINUTES, "
-     "INTERVAL '6' MINUTES)", ("auto",)),  # max_duration: the arrow UDTF
-]
-if sys.argv[3] == "full":
-    queries[0] = (queries[0][0], ("auto", "udtf"))
-    queries += [
-        ("SELECT * FROM HOP(TABLE edge, DESCRIPTOR(ts), ROWS 1, INTERVAL '5' MINUTES)", ("auto",)),  # arrow UDTF
-        ("SELECT * FROM SESSION(TABLE edge PARTITION BY k, DESCRIPTOR(ts), INTERVAL '5' MINUTES)", ("auto", "udtf")),
-        ("SELECT * FROM TUMBLE(TABLE edge PARTITION BY k, DESCRIPTOR(ts), ROWS 2)", ("auto", "udtf")),
-    ]
-out["results"] = []
-for sql, plans in queries:
-    oracle = on_duckdb(duck, sql)
-    for plan in plans:
-        got = on_spark(spark, sql, plan)
-        out["results"].append({"sql": sql, "plan": plan, "rows": len(oracle), "same": got == oracle,
-                               "spark": repr(got), "duckdb": repr(oracle)})
-out["errors"] = []
-for sql in ["SELECT *\nFROM HOP(TABLE edge, DESCRIPTOR(ts), INTERVAL '5' MINUTES)",
-            "SELECT * FROM TUMBLE(TABLE edge,\n  DESCRIPTOR(nope), INTERVAL '10' MINUTES)"]:
-    try:
-        sqlwin.sql(spark, sql).collect()
-        out["errors"].append(None)
-    except sqlwin.SqlwinError as e:
-        out["errors"].append([str(e), e.line, e.col])
-plain = "SELECT COUNT(*) FROM tumble(TABLE(edge), 'ts', INTERVAL 10 MINUTES)"
-out["plain_sql"] = [spark.sql(plain).collect()[0][0],
-                    sqlwin.sql(spark, "SELECT COUNT(*) FROM TUMBLE(TABLE edge, DESCRIPTOR(ts), INTERVAL '10' MINUTES)")
-                    .collect()[0][0]]
-print("RESULT " + json.dumps(out))
+print("RESULT " + json.dumps(batch_checks(spark, sys.argv[3])))
 spark.stop()
 '''
 
@@ -148,9 +107,19 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def remote_results(server_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Every batch check, run by one client."""
-    return _run_client(server_url, tmp_path_factory.mktemp("batch_client"), "full")
+def client_results(server_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """tests/connect_streaming_client.py, run once against the module's server: every batch check
+    (tests/connect_batch_checks.py, mode "full"), then the streaming checks, over one Connect session."""
+    tmp = tmp_path_factory.mktemp("client")
+    script = (ROOT / "tests" / "connect_streaming_client.py").read_text()
+    return run_json(script, base_env(), tmp, timeout=900, args=[server_url, str(ROOT), str(tmp), "full"])
+
+
+@pytest.fixture(scope="module")
+def remote_results(client_results: dict[str, Any]) -> dict[str, Any]:
+    """Every batch check (run before the streaming ones; a failure there fails only the batch tests)."""
+    assert "batch_error" not in client_results, client_results.get("batch_error")
+    return client_results["batch"]
 
 
 def _assert_same(results: list[dict[str, Any]]) -> None:
@@ -199,11 +168,9 @@ def iso(seconds: float) -> str:
 
 
 @pytest.fixture(scope="module")
-def streaming(server_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """tests/connect_streaming_client.py, run once against the module's server."""
-    tmp = tmp_path_factory.mktemp("streaming_client")
-    script = (ROOT / "tests" / "connect_streaming_client.py").read_text()
-    return run_json(script, base_env(), tmp, timeout=900, args=[server_url, str(ROOT), str(tmp)])
+def streaming(client_results: dict[str, Any]) -> dict[str, Any]:
+    """The streaming checks of tests/connect_streaming_client.py."""
+    return client_results
 
 
 def _by_text(rows: list[list]) -> list[list]:

@@ -28,7 +28,7 @@ import pytest
 
 from sqlwin.server import ServerProcess
 from tests.proctools import ROOT, base_env, run_process
-from tests.servertools import DBT_BUILD_SUMMARY, dbt_summary, run_dbt, shared_server
+from tests.servertools import DBT_BUILD_SUMMARY, DbtBuild, dbt_summary, record_dbt_build, run_dbt, shared_server
 
 pytestmark = pytest.mark.slow
 
@@ -221,7 +221,8 @@ def test_server_extra_runs_the_pyhive_snippet(install: Install, server: ServerPr
     assert done.stdout.strip() == printed.strip()
 
 
-def test_dbt_extra_builds_the_dbt_project(install: Install, server: ServerProcess) -> None:
+def test_dbt_extra_builds_the_dbt_project(install: Install, server: ServerProcess,
+                                          request: pytest.FixtureRequest) -> None:
     venv = install.venv_for("dbt")
     commands, _ = readme_block("dbt build --profiles-dir .")
     assert "cd sql_examples/dbt_project\nSQLWIN_PORT=10000 dbt build --profiles-dir ." in commands
@@ -230,6 +231,8 @@ def test_dbt_extra_builds_the_dbt_project(install: Install, server: ServerProces
     done = run_dbt(venv.bin / "dbt", ["build"], server, workdir, schema="dbt_extra", env=venv.env())
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
     assert dbt_summary(done.stdout) == DBT_BUILD_SUMMARY, done.stdout[-3000:]
+    # tests/test_dbt.py checks what this build made instead of building the project a second time
+    record_dbt_build(request.config, DbtBuild("dbt_extra", done.stdout, "sqlwin[dbt] in a fresh venv"))
 
 
 def test_core_install_runs_the_quick_start_demo(install: Install) -> None:

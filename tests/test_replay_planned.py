@@ -118,7 +118,7 @@ def tables(draw) -> list[tuple]:
     return rows
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=tables(), name=st.sampled_from(["tumble_lateness", "hop_early_discarding", "global_every"]),
        delay=st.integers(0, 6))
 def test_planned_equals_stepped_on_generated_tables(spark, monkeypatch, rows, name, delay):

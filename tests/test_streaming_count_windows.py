@@ -287,7 +287,7 @@ arrivals = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 12), st.sampled_
                     min_size=1, max_size=14)
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
 @given(rows=arrivals, form=st.sampled_from(FORMS), delay=st.integers(0, 4))
 def test_count_window_replay_equals_batch_over_rows_not_late(spark, rows, form, delay):
     """Micro-batch f of (f, second, k, v); ties, rows behind the watermark, partitions that never fill."""
