@@ -327,7 +327,7 @@ class MicroBatchOperator:
         """Step 1 and the statistics of a data micro-batch in one Spark job over its rows: the row count and
         largest times, and per (key, window, status) the row count and partial aggregates (``__key`` is
         computed per group, not per row, unless closed windows are looked up by it). The small result is
-        kept (checkpointed) while the accepted partials are stored. Dropped rows, if any, are read again:
+        kept (persisted) while the accepted partials are stored. Dropped rows, if any, are read again:
         most micro-batches have none. Returns (rows, largest time per stream, accepted counts per window)."""
         from pyspark.sql import functions as F
 
@@ -341,10 +341,23 @@ class MicroBatchOperator:
                                                       len(self.shape.keys),
                                                       key_after=self.query.key_json_sql if per_group else None))
         summary = data.agg(*stats).withColumn("__summary", F.lit(True))
-        scanned = grouped.unionByName(summary, allowMissingColumns=True).localCheckpoint()
+        # kept while it is read (persisted, not checkpointed: released at once, not when the driver's GC runs)
+        scanned = grouped.unionByName(summary, allowMissingColumns=True).persist()
+        try:
+            return self._store_scanned(scanned, annotated, batch, watermark)
+        finally:
+            scanned.unpersist()
+
+    def _store_scanned(self, scanned: Any, annotated: Any, batch: int,
+                       watermark: int) -> tuple[int, list[int | None], dict[WindowKey, int]]:
+        """Read the scan's small result: the statistics, the accepted counts (stored as partial rows) and how
+        many (row, window) pairs were dropped (written to LATE ROWS TO)."""
+        from pyspark.sql import functions as F
+
         accepted: dict[WindowKey, int] = {}
         row, dropped = None, 0
-        for r in scanned.select("__summary", "__key", "__ws", "__we", "__status", "__n", *summary.columns).collect():
+        for r in scanned.select("__summary", "__key", "__ws", "__we", "__status", "__n", "n",
+                                *[f"m{i}" for i in range(len(self.streams))]).collect():
             if r["__summary"]:
                 row = r
             elif r["__status"] is None:
