@@ -1,7 +1,11 @@
 """Planned replay (one assignment, the operator stepped on per-window counts, one job for the panes) against
 stepped replay (every micro-batch through Spark, exactly as a streaming table runs it): the same panes,
 late rows and micro-batch numbers, over out-of-order rows, ties, rows on window boundaries, late and dropped
-rows, NULL times and NULL micro-batch keys, several keys, and hypothesis-generated tables."""
+rows, NULL times and NULL micro-batch keys, several keys, and hypothesis-generated tables.
+
+The two also run different pane drivers where the trigger is a comparison (``sqlwin.core.columnar``): the
+stepped replay, like a streaming table, the columnar one; the planned replay ``PaneDriver``. So these
+tests check, through Spark, that both drivers give the same panes, late rows and ``window closed`` drops."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from hypothesis import strategies as st
 
 import sqlwin
 from sqlwin.streaming import replay as replay_module
+from sqlwin.streaming.operator import MicroBatchOperator
 
 pytestmark = pytest.mark.slow
 
@@ -26,6 +31,18 @@ QUERIES = {
                              "FROM HOP(TABLE {s}, DESCRIPTOR(ts), INTERVAL 5 SECONDS, INTERVAL 10 SECONDS) "
                              "GROUP BY window_start, window_end, k LATE ROWS TO {late} "
                              "EMIT WITH TRIGGER AFTER WATERMARK EARLY EVERY 2 ROWS DISCARDING"),
+    "tumble_final": ("SELECT window_start, window_end, k, COUNT(*) AS c, MIN(v) AS m "
+                     "FROM TUMBLE(TABLE {s}, DESCRIPTOR(ts), INTERVAL 10 SECONDS) GROUP BY window_start, window_end, k "
+                     "ALLOWED LATENESS INTERVAL 4 SECONDS LATE ROWS TO {late} EMIT FINAL"),
+    "hop_closed_at_end": ("SELECT window_start, window_end, k, SUM(v) AS s "
+                          "FROM HOP(TABLE {s}, DESCRIPTOR(ts), INTERVAL 5 SECONDS, INTERVAL 10 SECONDS) "
+                          "GROUP BY window_start, window_end, k ALLOWED LATENESS INTERVAL 10 SECONDS "
+                          "LATE ROWS TO {late} EMIT WITH TRIGGER AFTER WATERMARK"),
+    "tumble_early_late": ("SELECT window_start, window_end, k, COUNT(*) AS c, SUM(v) AS s "
+                          "FROM TUMBLE(TABLE {s}, DESCRIPTOR(ts), INTERVAL 10 SECONDS) "
+                          "GROUP BY window_start, window_end, k ALLOWED LATENESS INTERVAL 8 SECONDS "
+                          "LATE ROWS TO {late} EMIT WITH TRIGGER AFTER WATERMARK EARLY EVERY 2 ROWS "
+                          "LATE EVERY 2 ROWS"),
     "cumulate_distinct": ("SELECT window_start, window_end, COUNT(DISTINCT k) AS keys "
                           "FROM CUMULATE(TABLE {s}, DESCRIPTOR(ts), INTERVAL 5 SECONDS, INTERVAL 20 SECONDS) "
                           "GROUP BY window_start, window_end LATE ROWS TO {late}"),
@@ -54,9 +71,22 @@ def _recording(plannable, runs: list[bool]):
     return recorded
 
 
-def _both(spark, monkeypatch, table: str, query: str, delay: int = 2) -> tuple:
-    """(planned panes, planned late rows, stepped panes, stepped late rows) for ``query`` over ``table``."""
+COLUMNAR = {"tumble_lateness", "hop_early_discarding", "tumble_final", "hop_closed_at_end", "tumble_early_late"}
+
+
+def _both(spark, monkeypatch, table: str, query: str, delay: int = 2, columnar: bool = False) -> tuple:
+    """(planned panes, planned late rows, stepped panes, stepped late rows) for ``query`` over ``table``;
+    ``columnar``: whether the stepped replay runs the columnar pane driver (checked)."""
     results = []
+    drivers: list[bool] = []
+    original = MicroBatchOperator._columnar
+
+    def recorded(self):
+        made = original(self)
+        drivers.append(made is not None)
+        return made
+
+    monkeypatch.setattr(MicroBatchOperator, "_columnar", recorded)
     for planned in (True, False):
         stream = f"{table}_{'p' if planned else 's'}"
         sqlwin.sql(spark, f"CREATE STREAM {stream} FROM TABLE {table} ARRIVAL ORDER BY seq MICRO BATCH BY mb "
@@ -73,6 +103,7 @@ def _both(spark, monkeypatch, table: str, query: str, delay: int = 2) -> tuple:
             late_rows = rows_of(spark.table(late)) if "{late}" in query else []
         assert runs == ([True] if planned else [])
         results += [panes, late_rows]
+    assert drivers == [False, False, columnar]  # planned, then stepped (a PlannedReplay is made first)
     return tuple(results)
 
 
@@ -90,7 +121,8 @@ ROWS = [("a", 1, at(1), 0, 0), ("b", 2, at(10), 0, 1), ("a", 3, at(10), 0, 2), (
 @pytest.mark.parametrize("name", sorted(QUERIES))
 def test_planned_replay_equals_stepped_replay(spark, monkeypatch, name):
     _table(spark, ROWS, f"pr_{name}")
-    planned, planned_late, stepped, stepped_late = _both(spark, monkeypatch, f"pr_{name}", QUERIES[name])
+    planned, planned_late, stepped, stepped_late = _both(spark, monkeypatch, f"pr_{name}", QUERIES[name],
+                                                         columnar=name in COLUMNAR)
     assert planned == stepped
     assert planned_late == stepped_late
     assert planned  # every query fires panes on these rows
@@ -119,10 +151,12 @@ def tables(draw) -> list[tuple]:
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(rows=tables(), name=st.sampled_from(["tumble_lateness", "hop_early_discarding", "global_every"]),
+@given(rows=tables(), name=st.sampled_from(["tumble_lateness", "hop_early_discarding", "global_every",
+                                            "tumble_early_late", "hop_closed_at_end"]),
        delay=st.integers(0, 6))
 def test_planned_equals_stepped_on_generated_tables(spark, monkeypatch, rows, name, delay):
     _table(spark, rows, "pr_gen")
-    planned, planned_late, stepped, stepped_late = _both(spark, monkeypatch, "pr_gen", QUERIES[name], delay)
+    planned, planned_late, stepped, stepped_late = _both(spark, monkeypatch, "pr_gen", QUERIES[name], delay,
+                                                         columnar=name in COLUMNAR)
     assert planned == stepped
     assert planned_late == stepped_late

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from sqlwin.core.columnar import ColumnarPanes, ComparisonTrigger, FiredPanes
 from sqlwin.core.panes import (
     MAX_TIME,
     MIN_TIME,
@@ -50,6 +51,7 @@ from sqlwin.streaming.sources import SOURCE_COLUMN, TICK_COLUMN, TickFile
 from sqlwin.streaming.state import StateStore, now_micros
 
 WindowKey = tuple[str, int, int]  # (keys as JSON, window start, window end), microseconds
+Fired = list[tuple[WindowKey, Pane]] | FiredPanes  # the panes of a micro-batch: PaneDriver's, or the columnar ones
 LATE = "late"
 CLOSED = "window closed"
 
@@ -85,6 +87,7 @@ class MicroBatchOperator:
         # assigners that keep state of their own (rows waiting, natural sessions), committed with the operator's
         self.stateful = [a for a in (self.sessions, self.counts) if hasattr(a, "STATE_KEY")]
         self._prepare_schemas()
+        self.columnar = self._columnar()
         self._restore()
 
     # -- set-up -------------------------------------------------------------------------------
@@ -123,6 +126,16 @@ class MicroBatchOperator:
             self.late_sink.set_schema(self._late_schema())
             self.late_sink.register(spark)
 
+    COLUMNAR = True
+
+    def _columnar(self) -> ColumnarPanes | None:
+        """The columnar pane driver (``sqlwin.core.columnar``) where every decision is a comparison: a fused
+        scan (partial aggregates; no sessions, count windows or evictors) and a trigger of its family."""
+        if not (self.COLUMNAR and self.fused):
+            return None
+        trigger = ComparisonTrigger.of(self.driver.emit, global_window=self.shape.window is None)
+        return ColumnarPanes(trigger, self.driver.lateness, self.driver.accumulating) if trigger else None
+
     def _decomposition(self) -> Decomposition | None:
         """Partial aggregates where every aggregate splits; raw rows for SESSION windows (a stored row moves
         to whichever session of its key contains its time), for EVICT (an evictor chooses among the rows) and
@@ -155,6 +168,10 @@ class MicroBatchOperator:
         self.last_source_batch = data.get("source_batch", -1)
         self.tracker.restore(data["watermark"])
         self.windows = {(k, s, e): WindowState.from_dict(st) for k, s, e, st in data["windows"]}
+        if data.get("columnar") and self.columnar is not None:
+            self.columnar.restore(self.store.load_table(last, "windows"))
+        elif self.windows:  # state saved by PaneDriver (an earlier version): it goes on with it
+            self.columnar = None
         self.rows_by_batch = {int(b): n for b, n in data["rows"].items()}
         self.counters.update(data["counters"])
         if self.evictor is not None:
@@ -201,7 +218,7 @@ class MicroBatchOperator:
             # and the rows of this micro-batch (PROCTIME = its clock) fall in a window that has not ended
             self.tracker.trackers[0].advance_to(processing_time - 1)
             self.tracker.advance_idle(processing_time)
-        accepted: dict[WindowKey, int] = {}
+        accepted: Any = self._accepted()  # new-row counts per window
         if data is not None and self.fused:  # the watermark in force does not depend on the row count here:
             # without rows only idleness moves it, and then nothing was assigned
             count, max_ts, accepted = self._scan(spark, data, batch, self.tracker.current, processing_time)
@@ -302,7 +319,7 @@ class MicroBatchOperator:
         assigned = spark.sql(self.query.assign_sql)
         threshold = watermark - self.shape.lateness  # late past the lateness: window_end <= W - lateness
         late = F.col("__we") <= F.lit(threshold) if threshold >= MIN_TIME else F.lit(False)
-        closed = [k for k, s in self.windows.items() if s.closed and not s.expired]
+        closed = self._closed_windows()
         if closed:
             tombstones = spark.createDataFrame(closed, "__key string, __ws bigint, __we bigint") \
                 .withColumn("__closed", F.lit(True))
@@ -314,6 +331,12 @@ class MicroBatchOperator:
         status = F.when(late, F.lit(LATE)).when(is_closed, F.lit(CLOSED))
         return assigned.withColumn("__status", status).drop("__closed")
 
+    def _closed_windows(self) -> list[WindowKey]:
+        """The tombstones: windows whose trigger finished, which drop their late rows as ``window closed``."""
+        if self.columnar is not None:
+            return self.columnar.closed()
+        return [k for k, s in self.windows.items() if s.closed and not s.expired]
+
     @property
     def fused(self) -> bool:
         """Whether a data micro-batch is read by one Spark job (``_scan``): with partial-aggregate state (never
@@ -323,7 +346,7 @@ class MicroBatchOperator:
     FUSED_SCAN = True
 
     def _scan(self, spark: Any, data: Any, batch: int, watermark: int,
-              processing_time: int) -> tuple[int, list[int | None], dict[WindowKey, int]]:
+              processing_time: int) -> tuple[int, list[int | None], Any]:
         """Step 1 and the statistics of a data micro-batch in one Spark job over its rows: the row count and
         largest times, and per (key, window, status) the row count and partial aggregates (``__key`` is
         computed per group, not per row, unless closed windows are looked up by it). The small result is
@@ -335,7 +358,7 @@ class MicroBatchOperator:
         assert decomposition is not None
         stats = self._register(data, processing_time)
         annotated = self._annotate(spark, watermark)
-        per_group = not any(s.closed and not s.expired for s in self.windows.values())  # no lookup by __key
+        per_group = not self._closed_windows()  # no lookup of closed windows by __key
         (annotated.drop("__key") if per_group else annotated).createOrReplaceTempView(self.views.annotated)
         grouped = spark.sql(decomposition.partial_sql(self.views.annotated, self.shape.source_alias,
                                                       len(self.shape.keys),
@@ -349,26 +372,26 @@ class MicroBatchOperator:
             scanned.unpersist()
 
     def _store_scanned(self, scanned: Any, annotated: Any, batch: int,
-                       watermark: int) -> tuple[int, list[int | None], dict[WindowKey, int]]:
-        """Read the scan's small result: the statistics, the accepted counts (stored as partial rows) and how
-        many (row, window) pairs were dropped (written to LATE ROWS TO)."""
+                       watermark: int) -> tuple[int, list[int | None], Any]:
+        """Read the scan's small result (as Arrow): the statistics, the accepted counts (stored as partial
+        rows) and how many (row, window) pairs were dropped (written to LATE ROWS TO). The accepted counts
+        are a frame (key, start, end, n) for the columnar driver, else a dict per window."""
+        import pyarrow.compute as pc
         from pyspark.sql import functions as F
 
-        accepted: dict[WindowKey, int] = {}
-        row, dropped = None, 0
-        for r in scanned.select("__summary", "__key", "__ws", "__we", "__status", "__n", "n",
-                                *[f"m{i}" for i in range(len(self.streams))]).collect():
-            if r["__summary"]:
-                row = r
-            elif r["__status"] is None:
-                accepted[(r["__key"], r["__ws"], r["__we"])] = r["__n"]
-            else:
-                dropped += r["__n"]
-        assert row is not None
+        result = scanned.select("__summary", "__key", "__ws", "__we", "__status", "__n", "n",
+                                *[f"m{i}" for i in range(len(self.streams))]).toArrow()
+        is_summary = pc.fill_null(result["__summary"], False)
+        row = result.filter(is_summary).to_pylist()[0]
+        groups = result.filter(pc.invert(is_summary))
+        kept = pc.is_null(groups["__status"])
+        dropped = pc.sum(groups.filter(pc.invert(kept))["__n"]).as_py() or 0
+        groups = groups.filter(kept)
+        accepted = self._accepted(groups["__key"], groups["__ws"], groups["__we"], groups["__n"])
         count, max_ts = self._statistics(row)
         if not count:
-            return 0, max_ts, {}
-        if accepted:
+            return 0, max_ts, self._accepted()
+        if len(accepted):
             rows = scanned.where(F.col("__summary").isNull() & F.col("__status").isNull()) \
                 .withColumn("__mb", F.lit(batch).cast("bigint")).withColumn("__present", F.lit(True))
             rows.select(*self.rows_schema.fieldNames()).write.mode("overwrite").parquet(self.store.rows_path(batch))
@@ -376,6 +399,21 @@ class MicroBatchOperator:
         late_rows = annotated.where(F.col("__status").isNotNull()).select(*self._late_columns())
         self.write_late([late_rows] if dropped else [], batch, watermark, dropped)
         return count, max_ts, accepted
+
+    def _accepted(self, *columns: Any) -> Any:
+        """New-row counts per window from (key, start, end, n) Arrow columns (none: no window): a frame for
+        the columnar driver, a dict for PaneDriver."""
+        import pandas as pd
+
+        names = ["key", "start", "end", "n"]
+        if self.columnar is not None:
+            if not columns:
+                return pd.DataFrame({n: [] for n in names}).astype({"start": "int64", "end": "int64", "n": "int64"})
+            return pd.DataFrame({n: c.to_numpy(zero_copy_only=False) for n, c in zip(names, columns, strict=True)})
+        if not columns:
+            return {}
+        keys, starts, ends, counts = (c.to_pylist() for c in columns)
+        return dict(zip(zip(keys, starts, ends, strict=True), counts, strict=True))
 
     def store_rows(self, rows: Any, batch: int, count: int) -> None:
         """Keep the rows micro-batch ``batch`` added to open windows, for the panes that will read them."""
@@ -408,9 +446,10 @@ class MicroBatchOperator:
                              batch)
 
     # -- 2. panes -----------------------------------------------------------------------------
-    def _drive(self, accepted: dict[WindowKey, int], batch: int, watermark: int,
-               processing_time: int) -> tuple[list[tuple[WindowKey, Pane]], int]:
+    def _drive(self, accepted: Any, batch: int, watermark: int, processing_time: int) -> tuple[Fired, int]:
         """The pane driver over the windows that got rows and those whose timers are due: (panes, expired)."""
+        if self.columnar is not None:
+            return self.columnar.step(accepted, batch, watermark)
         if self.counts is not None:
             return self.counts.drive(accepted, batch, watermark, processing_time)
         fired: list[tuple[WindowKey, Pane]] = []
@@ -440,11 +479,8 @@ class MicroBatchOperator:
                 or (timers.processing_time is not None and processing_time >= timers.processing_time))
 
     # -- 3. results ---------------------------------------------------------------------------
-    def _register_pane_inputs(self, spark: Any, fired: list[tuple[WindowKey, Pane]], batches: set[int] | None) -> None:
-        records = [(k, s, e, p.index, p.timing.value, p.is_final, sorted(set(p.rows))) for (k, s, e), p in fired]
-        schema = ("__key string, __ws bigint, __we bigint, pane_index int, pane_timing string, is_final boolean, "
-                  "tokens array<bigint>")
-        spark.createDataFrame(records, schema).createOrReplaceTempView(self.views.fired)
+    def _register_pane_inputs(self, spark: Any, fired: Fired, batches: set[int] | None, batch: int = 0) -> None:
+        self._fired_frame(spark, fired, batch).createOrReplaceTempView(self.views.fired)
         paths = [self.store.rows_path(b) for b in sorted(batches or ()) if b in self.rows_by_batch]
         rows = spark.read.schema(self.rows_schema).parquet(*paths) if paths else \
             spark.createDataFrame([], self.rows_schema)
@@ -453,11 +489,45 @@ class MicroBatchOperator:
         rows.createOrReplaceTempView(self.views.rows)
         spark.sql(self.relation_sql).createOrReplaceTempView(self.views.relation)
 
-    def _emit(self, spark: Any, fired: list[tuple[WindowKey, Pane]], batch: int) -> None:
+    FIRED_SCHEMA = ("__key string, __ws bigint, __we bigint, pane_index int, pane_timing string, is_final boolean, "
+                    "tokens array<bigint>")
+
+    def _fired_frame(self, spark: Any, fired: Fired, batch: int) -> Any:
+        """The fired panes as Spark reads them, each with the micro-batches (``tokens``) whose rows it reads
+        (a columnar pane reads the range ``[lo, batch]``). They go to Spark as a parquet file: as a local
+        DataFrame, tens of thousands of panes cost seconds per query (the optimizer evaluates expressions
+        over a LocalRelation row by row on the driver, every time a query over it is planned)."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if isinstance(fired, FiredPanes):
+            frame = fired.frame
+            lo = frame["lo"].to_numpy(np.int64)
+            lengths = np.where(lo >= 0, batch - lo + 1, 0)
+            offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+            values = np.arange(offsets[-1], dtype=np.int64) + np.repeat(np.where(lo >= 0, lo, 0) - offsets[:-1],
+                                                                        lengths)
+            columns = [frame["key"].to_numpy(object), frame["start"].to_numpy(), frame["end"].to_numpy(),
+                       frame["pane_index"].to_numpy(), frame["pane_timing"].to_numpy(object),
+                       frame["is_final"].to_numpy(), pa.ListArray.from_arrays(offsets, values)]
+        else:
+            records = [(k, s, e, p.index, p.timing.value, p.is_final, sorted(set(p.rows))) for (k, s, e), p in fired]
+            columns = [list(c) for c in zip(*records, strict=True)] if records else [[] for _ in range(7)]
+        types = [pa.string(), pa.int64(), pa.int64(), pa.int32(), pa.string(), pa.bool_(), pa.list_(pa.int64())]
+        names = ["__key", "__ws", "__we", "pane_index", "pane_timing", "is_final", "tokens"]
+        arrays = [c if isinstance(c, pa.Array) else pa.array(c, t) for c, t in zip(columns, types, strict=True)]
+        table = pa.table(arrays, names=names)
+        path = self.store.scratch_file("fired", batch)
+        pq.write_table(table, path)
+        return spark.read.schema(self.FIRED_SCHEMA).parquet(path)
+
+    def _emit(self, spark: Any, fired: Fired, batch: int) -> None:
         if not fired:
             self.sink.clear(batch)
             return
-        self._register_pane_inputs(spark, fired, {b for _, p in fired for b in p.rows})
+        batches = fired.batches(batch) if isinstance(fired, FiredPanes) else {b for _, p in fired for b in p.rows}
+        self._register_pane_inputs(spark, fired, batches, batch)
         if self.evictor is not None:
             self.evictor.at_firing(spark, fired, batch)
         self.sink.write(spark.sql(self.pane_sql), batch)
@@ -466,7 +536,10 @@ class MicroBatchOperator:
     def _collect_garbage(self) -> list[int]:
         """Forget the stored rows no open window refers to any more (state shrinks as windows expire); returns
         their batches, whose files are deleted after the commit (``_restore`` deletes them after a crash)."""
-        live = {b for s in self.windows.values() for b in (*s.emitted, *s.pending)}
+        if self.columnar is not None:
+            live = self.columnar.live_batches(set(self.rows_by_batch))
+        else:
+            live = {b for s in self.windows.values() for b in (*s.emitted, *s.pending)}
         dead = [b for b in self.rows_by_batch if b not in live]
         for batch in dead:
             del self.rows_by_batch[batch]
@@ -477,7 +550,10 @@ class MicroBatchOperator:
     def _commit(self, batch: int, source_batch: int | None) -> None:
         if source_batch is not None:
             self.last_source_batch = source_batch
+        if self.columnar is not None:  # its windows are a table, saved beside the commit and before it
+            self.store.save_table(batch, "windows", self.columnar.to_arrow())
         self.store.commit(batch, {
+            "columnar": self.columnar is not None,
             "source_batch": self.last_source_batch,
             "watermark": self.tracker.to_dict(),
             "windows": [[k, s, e, st.to_dict()] for (k, s, e), st in self.windows.items()],
@@ -502,15 +578,19 @@ class MicroBatchOperator:
             return
         wanted = int(self.ticks.read().get("wanted") or 0)
         watermark, now = self.tracker.current, self.current_processing_time
-        if any(self._due(s, watermark, now) for s in self.windows.values()) or \
-                (self.counts is not None and self.counts.due(watermark)):
+        if self._any_due(watermark, now) or (self.counts is not None and self.counts.due(watermark)):
             wanted = max(wanted, batch + 1)
         self.ticks.request(wanted, wake_at=self.next_wake(), wake_tick=max(wanted, batch + 1))
+
+    def _any_due(self, watermark: int, processing_time: int) -> bool:
+        if self.columnar is not None:
+            return self.columnar.any_due(watermark)
+        return any(self._due(s, watermark, processing_time) for s in self.windows.values())
 
     def wake_after_restart(self) -> None:
         """Timers of restored windows: ask for the micro-batch of the earliest one (the wake-up thread of
         the process that stopped is gone)."""
-        if self.ticks is not None and self.windows:
+        if self.ticks is not None and self.open_windows:
             wanted = int(self.ticks.read().get("wanted") or 0)
             self.ticks.request(wanted, wake_at=self.next_wake(), wake_tick=wanted + 1)
 
@@ -518,9 +598,13 @@ class MicroBatchOperator:
         """The next processing time (after this micro-batch's) at which a micro-batch without rows may fire
         something: the earliest processing-time timer, or the moment idleness moves the watermark."""
         now = self.current_processing_time
-        timers = [self.driver.timers(s) for s in self.windows.values()]
-        proc = [t.processing_time for t in timers if t.processing_time is not None and t.processing_time > now]
-        events = [t.event_time for t in timers if t.event_time is not None and t.event_time < MAX_TIME]
+        if self.columnar is not None:  # event-time timers only
+            earliest = self.columnar.earliest_timer()
+            proc, events = [], [earliest] if earliest is not None else []
+        else:
+            timers = [self.driver.timers(s) for s in self.windows.values()]
+            proc = [t.processing_time for t in timers if t.processing_time is not None and t.processing_time > now]
+            events = [t.event_time for t in timers if t.event_time is not None and t.event_time < MAX_TIME]
         events += self.counts.event_timers() if self.counts is not None else []
         if self.shape.processing_time:  # the clock itself moves the watermark: wake when a window ends
             idle = min((e + 1 for e in events if e + 1 > now), default=None)
@@ -536,7 +620,7 @@ class MicroBatchOperator:
 
     @property
     def open_windows(self) -> int:
-        return len(self.windows)
+        return len(self.columnar) if self.columnar is not None else len(self.windows)
 
     @property
     def watermark(self) -> int:

@@ -5,6 +5,8 @@
   re-run after a crash sees the same clock (processing-time triggers and PROCTIME stay exactly-once);
 - ``state/<n>.json``: after micro-batch n committed: the watermark, every window's pane state, the rows
   kept per micro-batch, counters. Its presence is the commit: a re-run of n finds it and does nothing;
+- ``state/<n>.<name>.arrow``: a table saved with the commit of micro-batch n, written before ``<n>.json``
+  (the columnar pane driver's windows);
 - ``rows/<n>/``: parquet, the rows micro-batch n added to open windows (Spark reads them to compute
   panes; they are deleted once no window needs them, so state shrinks back when windows expire).
 """
@@ -15,6 +17,7 @@ import json
 import os
 import shutil
 import time
+from typing import Any
 
 
 def now_micros() -> int:
@@ -55,13 +58,40 @@ class StateStore:
         _write_json(path, {"processing_time": processing_time})
         return processing_time
 
+    def save_table(self, batch: int, name: str, table: Any) -> None:
+        """An Arrow table that belongs to the state of ``batch``: written (durably) before its commit."""
+        import pyarrow.feather as feather
+
+        path = os.path.join(self.root, "state", f"{batch}.{name}.arrow")
+        tmp = f"{path}.tmp"
+        feather.write_feather(table, tmp, compression="uncompressed")
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    def load_table(self, batch: int, name: str) -> Any:
+        import pyarrow.feather as feather
+
+        return feather.read_table(os.path.join(self.root, "state", f"{batch}.{name}.arrow"))
+
     def commit(self, batch: int, state: dict) -> None:
         _write_json(self._file("state", batch), state)
         for kind in ("state", "begin"):
             folder = os.path.join(self.root, kind)
             for name in os.listdir(folder):
-                if name.endswith(".json") and int(name[:-5]) < batch:
+                number = name.split(".", 1)[0]
+                if name.endswith((".json", ".arrow")) and number.isdigit() and int(number) < batch:
                     os.remove(os.path.join(folder, name))
+
+    def scratch_file(self, kind: str, batch: int) -> str:
+        """``<kind>/<batch>.parquet``, a file only micro-batch ``batch`` reads (the files of others removed)."""
+        folder = os.path.join(self.root, kind)
+        os.makedirs(folder, exist_ok=True)
+        name = f"{batch}.parquet"
+        for other in os.listdir(folder):
+            if other != name:
+                os.remove(os.path.join(folder, other))
+        return os.path.join(folder, name)
 
     def rows_path(self, batch: int) -> str:
         return os.path.join(self.root, "rows", str(batch))

@@ -1,0 +1,274 @@
+"""The pane driver over every window at once, for the triggers whose decisions are comparisons.
+
+Flink SQL runs its window aggregations with default emission on a slicing window operator, not on the
+generic ``WindowOperator`` with a trigger object per window; this is sqlwin's counterpart. For
+``AFTER WATERMARK [EARLY EVERY n ROWS] [LATE EVERY n ROWS]`` (the default trigger is one of them),
+``EMIT FINAL`` and ``NEVER``, a window's state is a handful of numbers (counts since the last early or
+late firing, whether the end-of-window firing happened, the next pane index, ...), and every transition
+``PaneDriver.process`` makes for one micro-batch is a comparison of those numbers with the window's new
+row count and the watermark. numpy evaluates them for all windows together: a micro-batch costs a few
+array operations, not a Python call per (key, window), and the state is a table, saved as one Arrow file.
+
+The rules are ``PaneDriver``'s, written as array expressions (each step below names the method it
+mirrors); ``tests/test_columnar_panes.py`` checks, on generated histories, that both give the same panes
+window by window. Any other trigger (processing time, AFTER ANY/ALL/EACH, UNTIL, REPEATEDLY, AFTER COUNT
+alone), sessions, count windows and evictors run on ``PaneDriver``.
+
+A pane's input is given as a range of micro-batches ``[lo, batch]`` (``lo`` < 0: none): the window's rows
+stored by those micro-batches (ACCUMULATING: since its first row; DISCARDING: since its previous pane).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from sqlwin.core.panes import MAX_TIME
+from sqlwin.plan import triggers as plan
+
+KEY = ["key", "start", "end"]
+# one column per field of a window's state (panes.WindowState, flattened for this family of triggers)
+STATE = {
+    "cleanup": np.int64,  # end + allowed lateness (MAX_TIME when that overflows)
+    "late": np.bool_,  # AFTER WATERMARK's end-of-window firing happened (its "late" node)
+    "early_count": np.int64,  # rows since the last early firing (EARLY EVERY n ROWS)
+    "late_count": np.int64,  # rows since the last late firing (LATE EVERY n ROWS)
+    "closed": np.bool_,  # the trigger finished: a tombstone until the cleanup time
+    "pending": np.bool_,  # rows arrived since the previous pane
+    "next_index": np.int64,
+    "non_early": np.bool_,  # an ON_TIME or LATE pane was emitted
+    "on_time_rows": np.bool_,  # a row arrived while watermark < end
+    "lo": np.int64,  # the first micro-batch the next pane reads (-1: none)
+    "last": np.int64,  # the last micro-batch that brought rows (-1: none)
+}
+EARLY, ON_TIME, LATE = (t.value for t in (plan.PaneTiming.EARLY, plan.PaneTiming.ON_TIME, plan.PaneTiming.LATE))
+
+
+@dataclass(frozen=True)
+class ComparisonTrigger:
+    """A trigger of the family: AFTER WATERMARK with its optional early and late counts, or the expiry pane
+    only (``EMIT FINAL``, whose expiry pane is ON_TIME, and ``NEVER``, whose is LATE)."""
+
+    watermark: bool
+    early: int | None = None  # EARLY EVERY n ROWS
+    late: int | None = None  # LATE EVERY n ROWS
+    final: bool = False  # EMIT FINAL
+
+    @classmethod
+    def of(cls, emit: plan.EmitSpec, global_window: bool = False) -> ComparisonTrigger | None:
+        """The family member ``emit`` is, or None (the trigger needs ``PaneDriver``)."""
+        trigger = emit.trigger
+        if global_window:
+            return None
+        if isinstance(trigger, plan.EmitFinal):
+            return cls(False, final=True)
+        if isinstance(trigger, plan.Never):
+            return cls(False)
+        if not isinstance(trigger, plan.AfterWatermark):
+            return None
+        early, late = _every(trigger.early), _every(trigger.late)
+        if early is False or late is False:
+            return None
+        return cls(True, early, late)
+
+
+def _every(trigger: plan.Trigger | None) -> int | bool | None:
+    """``n`` for an early/late sub-trigger ``AFTER COUNT n`` (they repeat, wrapped or not), None for none,
+    False for any other sub-trigger."""
+    if trigger is None:
+        return None
+    if isinstance(trigger, plan.Repeatedly):
+        trigger = trigger.trigger
+    return trigger.n if isinstance(trigger, plan.AfterCount) else False
+
+
+@dataclass
+class FiredPanes:
+    """The panes of one micro-batch: ``key, start, end, pane_index, pane_timing, is_final, lo``."""
+
+    frame: pd.DataFrame
+
+    def __len__(self) -> int:
+        return len(self.frame)
+
+    def batches(self, batch: int) -> set[int]:
+        """Every micro-batch some pane reads."""
+        lows = self.frame["lo"].to_numpy()
+        lows = lows[lows >= 0]
+        return set(range(int(lows.min()), batch + 1)) if len(lows) else set()
+
+
+class ColumnarPanes:
+    """Every open window's state as columns (indexed by key, start, end), stepped one micro-batch at a time."""
+
+    def __init__(self, trigger: ComparisonTrigger, lateness: int, accumulating: bool):
+        self.trigger = trigger
+        self.lateness = lateness
+        self.accumulating = accumulating
+        self.table = self._empty()
+
+    @staticmethod
+    def _empty() -> pd.DataFrame:
+        index = pd.MultiIndex.from_arrays([pd.Series([], dtype="str"), np.array([], np.int64),
+                                           np.array([], np.int64)], names=KEY)
+        return pd.DataFrame({c: np.array([], t) for c, t in STATE.items()}, index=index)
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    # -- one micro-batch (PaneDriver.process for every window with new rows or a due timer) ----------
+    def step(self, new: pd.DataFrame, batch: int, watermark: int) -> tuple[FiredPanes, int]:
+        """``new``: the windows that got rows (columns key, start, end, n > 0); returns the panes fired and
+        how many windows expired (their state is gone)."""
+        self._open(new)
+        t, trig, w = self.table, self.trigger, watermark
+        if not len(t):
+            return self._panes(t, np.zeros(0, bool), [], [], []), 0
+        counts = new.set_index(KEY)["n"].reindex(t.index, fill_value=0).to_numpy(np.int64) if len(new) else \
+            np.zeros(len(t), np.int64)
+        end = t.index.get_level_values("end").to_numpy(np.int64)
+        col = {c: t[c].to_numpy(copy=True) for c in STATE}
+        cleanup, late, closed = col["cleanup"], col["late"], col["closed"]
+        # the windows processed: new rows, or a due timer (PaneDriver.timers: end before the end-of-window
+        # firing of AFTER WATERMARK, else the cleanup time)
+        timer = np.where(trig.watermark & ~late & ~closed, end, cleanup)
+        processed = (counts > 0) | (w >= timer)
+        expiring = processed & (w >= cleanup)
+        # _classify: rows of an expiring or closed window are dropped (the caller classified them already)
+        added = processed & (counts > 0) & ~expiring & ~closed
+        col["pending"] |= added
+        col["on_time_rows"] |= added & (w < end)
+        col["lo"] = np.where(added & (col["lo"] < 0), batch, col["lo"])
+        col["last"] = np.where(added, batch, col["last"])
+        # on_element: rows feed the early trigger before the end-of-window firing, the late one after it
+        if trig.early is not None:
+            col["early_count"] += np.where(added & ~late, counts, 0)
+        if trig.late is not None:
+            col["late_count"] += np.where(added & late, counts, 0)
+        # should_fire / on_fire
+        reached = w >= end
+        if trig.watermark:
+            early_ready = col["early_count"] >= trig.early if trig.early is not None else False
+            late_ready = col["late_count"] >= trig.late if trig.late is not None else False
+            timer_due = ~late & reached
+            should = np.where(late, late_ready, reached | early_ready)
+            fire = processed & ~closed & (added | expiring | timer_due) & should
+        else:
+            fire = np.zeros(len(t), bool)
+        fire_late, fire_early, fire_end = fire & late, fire & ~late & ~reached, fire & ~late & reached
+        col["early_count"] = np.where(fire_early | fire_end, 0, col["early_count"])
+        col["late_count"] = np.where(fire_late | fire_end, 0, col["late_count"])
+        col["late"] = late | fire_end
+        finished = fire_end if trig.late is None else np.zeros(len(t), bool)
+        # _timing / _emit: a firing emits if it has new rows or is ON_TIME; an expiring window that did not
+        # fire emits what is pending (its expiry pane: ON_TIME for EMIT FINAL)
+        pending = col["pending"]
+        on_time_ok = col["on_time_rows"] & ~col["non_early"]
+        fire_timing = np.where(col["non_early"], LATE, np.where(~reached, EARLY,
+                                                                 np.where(fire_end & on_time_ok, ON_TIME, LATE)))
+        emit_fire = fire & (pending | (fire_timing == ON_TIME))
+        emit_expiry = expiring & ~fire & pending
+        expiry_timing = np.where(on_time_ok & trig.final, ON_TIME, LATE)
+        emit = emit_fire | emit_expiry
+        timing = np.where(emit_fire, fire_timing, expiry_timing)
+        is_final = np.where(emit_fire, finished | expiring, True)
+        fired = self._panes(t, emit, col["next_index"], timing, is_final, col["lo"])
+        col["next_index"] = col["next_index"] + emit
+        col["non_early"] |= emit & (timing != EARLY)
+        col["pending"] = pending & ~emit
+        if not self.accumulating:
+            col["lo"] = np.where(emit, -1, col["lo"])
+        # _close: a finished trigger leaves a tombstone; an expiring window is gone
+        close = finished | expiring
+        col["closed"] |= close
+        col["pending"] &= ~close
+        col["lo"] = np.where(close, -1, col["lo"])
+        for name in ("early_count", "late_count"):
+            col[name] = np.where(close, 0, col[name])
+        col["late"] &= ~close
+        for name, values in col.items():
+            t[name] = values
+        self.table = t[~expiring]
+        return fired, int(expiring.sum())
+
+    def _open(self, new: pd.DataFrame) -> None:
+        """New windows enter with a fresh state (PaneDriver.new_window)."""
+        if not len(new):
+            return
+        index = pd.MultiIndex.from_frame(new[KEY])
+        fresh = index.difference(self.table.index) if len(self.table) else index
+        if not len(fresh):
+            return
+        ends = fresh.get_level_values("end").to_numpy(np.int64)
+        limit = MAX_TIME - self.lateness
+        state = {c: np.zeros(len(fresh), t) for c, t in STATE.items()}
+        state["cleanup"] = np.where(ends >= limit, MAX_TIME, np.where(ends >= limit, 0, ends) + self.lateness)
+        state["lo"][:] = -1
+        state["last"][:] = -1
+        opened = pd.DataFrame(state, index=fresh)
+        self.table = pd.concat([self.table, opened]) if len(self.table) else opened
+
+    @staticmethod
+    def _panes(t: pd.DataFrame, emit: np.ndarray, index: Any, timing: Any, is_final: Any,
+               lo: Any = None) -> FiredPanes:
+        if not emit.any():
+            frame = pd.DataFrame({"key": np.array([], object), "start": np.array([], np.int64),
+                                  "end": np.array([], np.int64), "pane_index": np.array([], np.int32),
+                                  "pane_timing": np.array([], object), "is_final": np.array([], bool),
+                                  "lo": np.array([], np.int64)})
+            return FiredPanes(frame)
+        keys = t.index[emit]
+        return FiredPanes(pd.DataFrame({
+            "key": keys.get_level_values("key").to_numpy(object),
+            "start": keys.get_level_values("start").to_numpy(np.int64),
+            "end": keys.get_level_values("end").to_numpy(np.int64),
+            "pane_index": np.asarray(index)[emit].astype(np.int32),
+            "pane_timing": np.asarray(timing)[emit].astype(object),
+            "is_final": np.asarray(is_final)[emit].astype(bool),
+            "lo": np.asarray(lo)[emit].astype(np.int64)}))
+
+    # -- what the operator asks between micro-batches --------------------------------------------
+    def timers(self) -> np.ndarray:
+        """Each window's event-time timer (PaneDriver.timers); the family has no processing-time timer."""
+        t = self.table
+        end = t.index.get_level_values("end").to_numpy(np.int64)
+        late, closed = t["late"].to_numpy(), t["closed"].to_numpy()
+        return np.where(self.trigger.watermark & ~late & ~closed, end, t["cleanup"].to_numpy())
+
+    def any_due(self, watermark: int) -> bool:
+        return bool(len(self.table)) and bool((watermark >= self.timers()).any())
+
+    def earliest_timer(self) -> int | None:
+        """The earliest event-time timer before +infinity (None: none)."""
+        timers = self.timers()
+        timers = timers[timers < MAX_TIME]
+        return int(timers.min()) if len(timers) else None
+
+    def closed(self) -> list[tuple[str, int, int]]:
+        """The tombstones: windows whose trigger finished (their late rows are dropped as ``window closed``)."""
+        keys = self.table.index[self.table["closed"].to_numpy()]
+        return [(str(k), int(s), int(e)) for k, s, e in keys]
+
+    def live_batches(self, batches: set[int]) -> set[int]:
+        """Of ``batches``, those a later pane may still read: inside some window's ``[lo, last]``."""
+        lo, last = self.table["lo"].to_numpy(), self.table["last"].to_numpy()
+        held = lo >= 0
+        lo, last = lo[held], last[held]
+        return {b for b in batches if bool(((lo <= b) & (b <= last)).any())}
+
+    # -- saved with the operator's commit -------------------------------------------------------
+    def to_arrow(self) -> Any:
+        import pyarrow as pa
+
+        return pa.Table.from_pandas(self.table.reset_index(), preserve_index=False)
+
+    def restore(self, table: Any) -> None:
+        frame = table.to_pandas()
+        if not len(frame):
+            self.table = self._empty()
+            return
+        frame["key"] = frame["key"].astype("str")
+        self.table = frame.set_index(KEY).astype(STATE)

@@ -1,0 +1,135 @@
+"""The columnar pane driver (``sqlwin.core.columnar``) against ``PaneDriver``, window by window.
+
+Both run the same micro-batch histories (new-row counts per window, a watermark that moves, windows that
+get rows after they closed or expired), the way the streaming operator drives them; every micro-batch
+must fire the same panes (index, timing, is_final, and the micro-batches whose rows they read), expire
+the same windows, and leave the same windows open, closed and due.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sqlwin.core.columnar import ColumnarPanes, ComparisonTrigger
+from sqlwin.core.panes import MAX_TIME, MIN_TIME, PaneDriver
+from sqlwin.plan import triggers as plan
+
+TRIGGERS = {
+    "default": plan.EmitSpec(),
+    "final": plan.EmitSpec(plan.EmitFinal()),
+    "never": plan.EmitSpec(plan.Never()),
+    "watermark": plan.EmitSpec(plan.AfterWatermark()),
+    "early2": plan.EmitSpec(plan.AfterWatermark(early=plan.Repeatedly(plan.AfterCount(2)))),
+    "late2": plan.EmitSpec(plan.AfterWatermark(late=plan.AfterCount(2))),
+    "early3_late1": plan.EmitSpec(plan.AfterWatermark(early=plan.AfterCount(3), late=plan.AfterCount(1))),
+    "changes": plan.emit_changes(),
+}
+MODES = list(plan.AccumulationMode)
+WINDOWS = [(k, s, s + 10) for k in ("a", "b") for s in (0, 5, 10, 20)]  # overlapping, like HOP
+
+
+class Scalar:
+    """``MicroBatchOperator._drive`` over ``PaneDriver``, one token per micro-batch."""
+
+    def __init__(self, emit: plan.EmitSpec, lateness: int):
+        self.driver = PaneDriver(emit, lateness)
+        self.windows: dict = {}
+
+    def due(self, state, watermark: int) -> bool:
+        timers = self.driver.timers(state)
+        return timers.event_time is not None and watermark >= timers.event_time
+
+    def step(self, new: dict, batch: int, watermark: int) -> tuple[set, int]:
+        fired, expired = set(), 0
+        due = [w for w, s in self.windows.items() if w not in new and self.due(s, watermark)]
+        for window in [*new, *due]:
+            state = self.windows.get(window) or self.driver.new_window(window[1], window[2])
+            count = new.get(window, 0)
+            out = self.driver.process(state, [batch] if count else [], watermark, 0, count=count)
+            if out.pane is not None:
+                p = out.pane
+                fired.add((*window, p.index, p.timing.value, p.is_final, frozenset(p.rows)))
+            if out.expired:
+                expired += 1
+                self.windows.pop(window, None)
+            else:
+                self.windows[window] = state
+        return fired, expired
+
+
+def columnar_step(panes: ColumnarPanes, new: dict, batch: int, watermark: int, stored: dict) -> tuple[set, int]:
+    frame = pd.DataFrame([(k, s, e, n) for (k, s, e), n in new.items()], columns=["key", "start", "end", "n"])
+    result, expired = panes.step(frame, batch, watermark)
+    fired = set()
+    for r in result.frame.itertuples(index=False):
+        # the pane reads [lo, batch]: the batches of that range in which the window's rows were stored
+        tokens = frozenset(b for b in stored.get((r.key, r.start, r.end), ()) if r.lo >= 0 and r.lo <= b <= batch)
+        fired.add((r.key, r.start, r.end, r.pane_index, r.pane_timing, bool(r.is_final), tokens))
+    return fired, expired
+
+
+def run_both(emit: plan.EmitSpec, mode: plan.AccumulationMode, lateness: int, history: list) -> None:
+    emit = plan.EmitSpec(emit.trigger, mode, emit.explicit)
+    trigger = ComparisonTrigger.of(emit)
+    assert trigger is not None
+    scalar = Scalar(emit, lateness)
+    columnar = ColumnarPanes(trigger, lateness, mode is plan.AccumulationMode.ACCUMULATING)
+    stored: dict = {}  # window -> batches whose rows the window kept (the operator's stored partial rows)
+    watermark = MIN_TIME
+    for batch, (advance, new) in enumerate(history):
+        watermark = MAX_TIME if advance is None else (advance if watermark == MIN_TIME else watermark + advance)
+        for window in new:  # stored only when accepted: the window is not closed and not past its cleanup
+            state = scalar.windows.get(window)
+            accepted = not (state is not None and state.closed) and watermark < scalar.driver.cleanup_time(
+                state or scalar.driver.new_window(window[1], window[2]))
+            if accepted:
+                stored.setdefault(window, set()).add(batch)
+        expected = scalar.step(new, batch, watermark)
+        got = columnar_step(columnar, new, batch, watermark, stored)
+        assert got == expected, f"micro-batch {batch} at watermark {watermark}"
+        assert len(columnar) == len(scalar.windows)
+        assert sorted(columnar.closed()) == sorted(w for w, s in scalar.windows.items() if s.closed)
+        assert columnar.any_due(watermark) == any(scalar.due(s, watermark) for s in scalar.windows.values())
+        timers = [scalar.driver.timers(s).event_time for s in scalar.windows.values()]
+        assert columnar.earliest_timer() == min((t for t in timers if t is not None and t < MAX_TIME),
+                                                default=None)
+        restored = ColumnarPanes(trigger, lateness, columnar.accumulating)
+        restored.restore(columnar.to_arrow())
+        pd.testing.assert_frame_equal(restored.table, columnar.table)
+        columnar = restored
+
+
+history = st.lists(st.tuples(
+    st.one_of(st.integers(0, 12), st.none()),
+    st.dictionaries(st.sampled_from(WINDOWS), st.integers(1, 4), max_size=6)), min_size=1, max_size=10)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from(sorted(TRIGGERS)), mode=st.sampled_from(MODES), lateness=st.sampled_from([0, 5, 15]),
+       history=history)
+def test_columnar_equals_pane_driver(name: str, mode: plan.AccumulationMode, lateness: int, history: list) -> None:
+    run_both(TRIGGERS[name], mode, lateness, history)
+
+
+@pytest.mark.parametrize("name", sorted(TRIGGERS))
+@pytest.mark.parametrize("mode", MODES)
+def test_hand_made_history(name: str, mode: plan.AccumulationMode) -> None:
+    """Rows before the end, the end reached (ON_TIME), late rows, rows after expiry, the end of input."""
+    a, b = ("a", 0, 10), ("b", 5, 15)
+    run_both(TRIGGERS[name], mode, 5, [
+        (1, {a: 1, b: 2}), (2, {a: 3}), (0, {}), (9, {a: 1, b: 1}), (0, {a: 2}), (3, {b: 1}),
+        (4, {a: 1, b: 1}), (0, {}), (None, {("a", 20, 30): 1}), (0, {})])
+
+
+def test_the_family() -> None:
+    """Only comparison triggers: processing time, composites and the global window stay on PaneDriver."""
+    assert ComparisonTrigger.of(plan.EmitSpec()) == ComparisonTrigger(True, None, 1)
+    assert ComparisonTrigger.of(plan.EmitSpec(plan.EmitFinal())) == ComparisonTrigger(False, final=True)
+    assert ComparisonTrigger.of(plan.EmitSpec(), global_window=True) is None
+    for other in (plan.AfterCount(3), plan.Repeatedly(plan.AfterCount(3)), plan.AfterProcessingTime(5),
+                  plan.AfterWatermark(early=plan.AfterProcessingTime(5)),
+                  plan.AfterWatermark(late=plan.AfterAny((plan.AfterCount(1), plan.AfterCount(2))))):
+        assert ComparisonTrigger.of(plan.EmitSpec(other)) is None
