@@ -7,7 +7,9 @@ Native plans (provably equal to the GRAMMAR semantics, and much faster than Pyth
 - SESSION (no max_duration): gaps-and-islands with window functions; a row opens a new session
   when its ts is past every earlier row's ts + gap (so touching sessions merge, as in Flink);
   aggregations grouped by a static-gap session skip the per-row bounds (spark_groupby.SessionRoute);
-- TUMBLE ROWS / HOP ROWS, ROWS: ``row_number()`` arithmetic.
+- TUMBLE ROWS / HOP ROWS, ROWS: ``row_number()`` arithmetic; aggregations grouped by count window
+  take the bounds as aggregates of the group instead of a second window pass
+  (spark_groupby.CountRoute).
 The vectorized arrow UDTF (``udtfs``) runs only where SQL cannot express the semantics
 (SESSION with max_duration, HOP ROWS m, d and HOP s, ROWS n), or when ``plan='udtf'`` forces it.
 """
@@ -20,8 +22,8 @@ from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 
 from sqlwin.backends.base import WindowCompiler
+from sqlwin.backends.spark_groupby import COUNT_MARK, SESSION_MARK, CountRoute, SessionRoute, group_by_window_struct
 from sqlwin.backends.spark_groupby import MARK as STRUCT_MARK
-from sqlwin.backends.spark_groupby import SESSION_MARK, SessionRoute, group_by_window_struct
 from sqlwin.backends.sparksql import holds, spark_sql
 from sqlwin.backends.sqlbuild import col, fill, num
 from sqlwin.errors import SqlwinError
@@ -71,10 +73,12 @@ class SparkBatchCompiler(WindowCompiler):
     def window_relation(self, spec: WindowSpec) -> exp.Expr:
         if self.plan == "udtf" or needs_udtf(spec):
             body = self._udtf(spec)
-        elif spec.count_form is CountForm.TUMBLE_ROWS:
-            body = self._tumble_rows(spec)
-        elif spec.count_form is CountForm.HOP_ROWS_ROWS:
-            body = self._hop_rows_rows(spec)
+        elif spec.count_form in (CountForm.TUMBLE_ROWS, CountForm.HOP_ROWS_ROWS):
+            tumble = spec.count_form is CountForm.TUMBLE_ROWS
+            body = self._tumble_rows(spec) if tumble else self._hop_rows_rows(spec)
+            derived = body.subquery(alias=spec.alias, copy=False)
+            derived.meta[COUNT_MARK] = self._count_route(spec)
+            return derived
         elif spec.kind in (WindowKind.TUMBLE, WindowKind.HOP):
             body = self._tumble(spec) if spec.kind is WindowKind.TUMBLE else self._hop(spec)
             derived = body.subquery(spec.alias, copy=False)
@@ -250,14 +254,19 @@ class SparkBatchCompiler(WindowCompiler):
         names = [spec.time_col, *spec.tiebreak_columns]
         return [exp.Ordered(this=col(n, table), nulls_first=True) for n in names]
 
-    def _numbered(self, spec: WindowSpec) -> exp.Expr:
+    def _numbered(self, spec: WindowSpec, counted: bool = True) -> exp.Expr:
+        """Rows with a time: ``__rn`` (0, 1, ... per partition in count-window order) and, if ``counted``,
+        ``__cnt`` (the partition's row count)."""
         parts = [col(k, "__r") for k in spec.partition_by] or [num(1)]
         over = exp.Window(this=exp.RowNumber(), partition_by=parts,
                           order=exp.Order(expressions=self.order_keys(spec, "__r")))
-        count = exp.Window(this=exp.Count(this=exp.Star()), partition_by=[p.copy() for p in parts])
         q = fill("SELECT __r.* FROM __rel AS __r WHERE :ts IS NOT NULL", D, self.compile_relation(spec),
                  ts=col(spec.time_col, "__r"))
-        return q.select(exp.alias_(exp.Sub(this=over, expression=num(1)), "__rn"), exp.alias_(count, "__cnt"))
+        q = q.select(exp.alias_(exp.Sub(this=over, expression=num(1)), "__rn"), copy=False)
+        if counted:
+            count = exp.Window(this=exp.Count(this=exp.Star()), partition_by=[p.copy() for p in parts])
+            q = q.select(exp.alias_(count, "__cnt"), copy=False)
+        return q
 
     def _count_output(self, spec: WindowSpec, source: exp.Expr, where: exp.Expr | None) -> exp.Expr:
         parts = [col(k) for k in spec.partition_by]
@@ -280,15 +289,40 @@ class SparkBatchCompiler(WindowCompiler):
                         q=self._numbered(spec).subquery(), n=num(spec.size.n))
         return self._count_output(spec, numbered.subquery(alias="__f"), None)
 
-    def _hop_rows_rows(self, spec: WindowSpec) -> exp.Expr:
+    def _hop_rows_rows_keyed(self, spec: WindowSpec) -> exp.Expr:
+        """Every row once per window holding it, with that window's number ``__k``."""
         assert isinstance(spec.size, Rows) and isinstance(spec.slide, Rows)
         m, n = spec.slide.n, spec.size.n
-        exploded = fill(
+        return fill(
             "SELECT __n.*, __k FROM :q AS __n LATERAL VIEW EXPLODE(IF(DIV(__rn, :m) + 1 <= "
             "LEAST(DIV(__rn + :n, :m), DIV(__cnt, :m)), SEQUENCE(DIV(__rn, :m) + 1, "
             "LEAST(DIV(__rn + :n, :m), DIV(__cnt, :m))), ARRAY())) __h AS __k", D,
             q=self._numbered(spec).subquery(), m=num(m), n=num(n))
-        return self._count_output(spec, exploded.subquery(alias="__f"), None)
+
+    def _hop_rows_rows(self, spec: WindowSpec) -> exp.Expr:
+        return self._count_output(spec, self._hop_rows_rows_keyed(spec).subquery(alias="__f"), None)
+
+    def _count_route(self, spec: WindowSpec) -> CountRoute:
+        """An aggregation grouped by count window (see spark_groupby): the bounds over the group are the
+        ones ``_count_output`` gives every row (MIN / MAX of the window's row times, end + 1 ms).
+        TUMBLE ROWS n numbers the rows without counting each partition: a window is complete when it
+        holds n rows (only the last one of a partition may hold fewer)."""
+        if spec.count_form is CountForm.TUMBLE_ROWS:
+            assert isinstance(spec.size, Rows)
+            body = fill("SELECT *, DIV(__rn, :n) AS __k FROM :q AS __n", D,
+                        q=self._numbered(spec, counted=False).subquery(), n=num(spec.size.n))
+            having: exp.Expr | None = exp.EQ(this=exp.Count(this=exp.Star()), expression=num(spec.size.n))
+        else:
+            body, having = self._hop_rows_rows_keyed(spec), None
+        assert isinstance(body, exp.Select)
+        us = self.to_us(col(spec.time_col), spec)
+        end = exp.Add(this=exp.Max(this=us.copy()), expression=num(MS))
+        return CountRoute(
+            body=body, key="__k", partition_by=spec.partition_by, having=having,
+            bounds={"window_start": self.from_us(exp.Min(this=us), spec),
+                    "window_end": self.from_us(end.copy(), spec),
+                    "window_time": self.from_us(exp.Sub(this=end, expression=num(MS)), spec),
+                    "window_index": exp.cast(exp.column("__k"), "BIGINT")})
 
     # -- the UDTF plan ------------------------------------------------------------------------
     def _udtf(self, spec: WindowSpec) -> exp.Expr:

@@ -13,6 +13,16 @@ aggregation finishes it (measured below Spark's own ``session_window``, which pr
 nearly unique keys before its shuffle). Routed only when the answer cannot differ: the grouping
 keys besides the bounds are exactly the SESSION's partition keys, there is no WHERE (it would drop
 rows after sessions formed), and no bound is read per row except ``window_start``.
+
+A count window (TUMBLE ROWS n, HOP ROWS m, ROWS n) is routed the same way (``CountRoute``): its
+per-row plan numbers the rows (one sort), then gives every row its window's bounds with a second
+window function partitioned by (keys, window number) (a second sort), then the user's aggregation.
+Grouped by (keys, window_index), the bounds are aggregates of the group (MIN / MAX of the row
+times, the very definition the per-row plan uses), so the second window pass goes; TUMBLE ROWS also
+drops its per-partition row count, keeping only complete windows with ``HAVING COUNT(*) = n``.
+Routed only when the grouping keys are exactly the partition keys and ``window_index`` (two windows
+of one partition may share both bounds when times tie, so the bounds alone do not name a window),
+there is no WHERE, every bound read is grouped by, and none but ``window_index`` is read per row.
 """
 
 from __future__ import annotations
@@ -24,7 +34,9 @@ from sqlglot import exp
 
 MARK = "sqlwin_window_struct"  # meta flag on the derived tables this rewrite may touch
 SESSION_MARK = "sqlwin_session_route"  # meta: the SessionRoute of a static-gap SESSION derived table
+COUNT_MARK = "sqlwin_count_route"  # meta: the CountRoute of a TUMBLE ROWS / HOP ROWS, ROWS derived table
 BOUNDS = ("window_start", "window_end", "window_time")
+COUNT_BOUNDS = (*BOUNDS, "window_index")
 
 
 @dataclass(frozen=True)
@@ -42,6 +54,22 @@ class SessionRoute:
     row_bounds: dict[str, exp.Expr] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class CountRoute:
+    """What an aggregation grouped by count window needs instead of the per-row plan.
+
+    ``body`` yields every input column plus ``key`` (the window number within a partition) for the
+    rows of complete windows only, unless ``having`` (a condition over the group) keeps those;
+    ``bounds`` give each of ``COUNT_BOUNDS`` over a group, all referring to ``body``'s columns
+    unqualified; ``window_index`` is the key itself, so it is right per row too."""
+
+    body: exp.Select
+    key: str
+    partition_by: tuple[str, ...]
+    bounds: dict[str, exp.Expr]
+    having: exp.Expr | None = None
+
+
 def group_by_window_struct(derived_tables: list[exp.Expr]) -> None:
     """Rewrite the queries that read ``derived_tables`` (just put in place of window TVFs) directly in
     their FROM; only those can qualify, so the rest of the statement is never searched."""
@@ -52,8 +80,8 @@ def group_by_window_struct(derived_tables: list[exp.Expr]) -> None:
             _rewrite(select)
 
 
-def window_bound(node: exp.Expr, alias: str) -> str | None:
-    if isinstance(node, exp.Column) and node.name.lower() in BOUNDS and node.table in ("", alias):
+def window_bound(node: exp.Expr, alias: str, names: tuple[str, ...] = BOUNDS) -> str | None:
+    if isinstance(node, exp.Column) and node.name.lower() in names and node.table in ("", alias):
         return node.name.lower()
     return None
 
@@ -79,14 +107,15 @@ def struct_bound(struct: exp.Column, name: str) -> exp.Expr:
 
 
 def replace_window_bounds(select: exp.Select, alias: str, bound: Callable[[str, bool], exp.Expr | None],
-                          clauses: tuple[str, ...] = ("having", "qualify", "order")) -> None:
+                          clauses: tuple[str, ...] = ("having", "qualify", "order"),
+                          names: tuple[str, ...] = BOUNDS) -> None:
     """Rewrite ``select``'s references to the bounds of its window relation ``alias``, in the SELECT list
     and in ``clauses``: each becomes ``bound(name, in_aggregate)`` (None keeps it), where ``in_aggregate``
     says it is read per row (an aggregate's argument, or in a subquery). A bound selected bare keeps its
     output name; a bound inside an expression, if it becomes an operator, keeps its own precedence."""
 
     def swap(node: exp.Expr) -> exp.Expr:
-        name = window_bound(node, alias)
+        name = window_bound(node, alias, names)
         value = bound(name, inside_aggregate(node, select)) if name else None
         if value is None:
             return node
@@ -95,7 +124,7 @@ def replace_window_bounds(select: exp.Select, alias: str, bound: Callable[[str, 
 
     items = []
     for item in select.expressions:
-        name = window_bound(item, alias)
+        name = window_bound(item, alias, names)
         value = bound(name, False) if name else None
         items.append(exp.alias_(value, name, copy=False) if value is not None else item.transform(swap, copy=False))
     select.set("expressions", items)
@@ -116,6 +145,10 @@ def _rewrite(select: exp.Select) -> None:
     route = derived.meta.get(SESSION_MARK)
     if isinstance(route, SessionRoute):
         _route_session(select, derived, group, route)
+        return
+    count_route = derived.meta.get(COUNT_MARK)
+    if isinstance(count_route, CountRoute):
+        _route_count(select, derived, group, count_route)
         return
     if not derived.meta.get(MARK):
         return
@@ -176,6 +209,70 @@ def _route_session(select: exp.Select, derived: exp.Subquery, group: exp.Group, 
     group.set("expressions", [g.copy() for g in others] + [exp.column(route.key, alias)])
     derived.set("this", route.body.copy())
     derived.meta.pop(SESSION_MARK, None)
+
+
+def _route_count(select: exp.Select, derived: exp.Subquery, group: exp.Group, route: CountRoute) -> None:
+    """Group by (partition keys, ``route.key``) instead of the per-row bounds, when provably the same answer."""
+    alias = derived.alias
+    grouped = {window_bound(g, alias, COUNT_BOUNDS) for g in group.expressions} - {None}
+    others = [g for g in group.expressions if window_bound(g, alias, COUNT_BOUNDS) is None]
+    partition = {k.lower() for k in route.partition_by}
+    if ("window_index" not in grouped or select.args.get("where") is not None
+            or not all(isinstance(g, exp.Column) and g.table in ("", alias) for g in others)
+            or {g.name.lower() for g in others} != partition):
+        return
+    selected = set()
+    for item in select.expressions:
+        if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):
+            return  # the derived table's columns change
+        name = item.alias_or_name.lower()
+        if name in COUNT_BOUNDS:
+            if window_bound(item, alias, COUNT_BOUNDS) != name:
+                return  # an output named like a bound: HAVING / ORDER BY may mean it rather than the bound
+            selected.add(name)
+    refs = [c for c in select.find_all(exp.Column) if window_bound(c, alias, COUNT_BOUNDS) and not _under(c, derived)]
+    for c in refs:
+        name = window_bound(c, alias, COUNT_BOUNDS)
+        clause = _clause(c, select)
+        if clause not in ("expressions", "group", "having", "qualify", "order"):
+            return
+        if name != "window_index" and (name not in grouped or _per_row(c, select)):
+            return  # window_index is the key: right per row and per group
+        if clause == "order" and (name not in selected or _per_row(c, select) or _under_kind(c, select, exp.Window)):
+            return  # ORDER BY reads the bound as the output column of that name (below)
+
+    def bound(name: str, per_row: bool) -> exp.Expr:
+        return _qualified(route.bounds[name], alias)
+
+    replace_window_bounds(select, alias, bound, clauses=("having", "qualify"), names=COUNT_BOUNDS)
+    order = select.args.get("order")
+    if order is not None:
+        # Spark resolves ORDER BY over the selected columns: a bound's aggregate there may not resolve
+        # (a HAVING on another aggregate puts a projection in between), the output column always does
+        select.set("order", order.transform(
+            lambda n: exp.column(name) if (name := window_bound(n, alias, COUNT_BOUNDS)) else n, copy=False))
+    group.set("expressions", [g.copy() for g in others] + [exp.column(route.key, alias)])
+    if route.having is not None:
+        having = select.args.get("having")
+        condition = route.having.copy()
+        select.set("having", exp.Having(this=exp.and_(having.this, condition) if having else condition))
+    derived.set("this", route.body.copy())
+    derived.meta.pop(COUNT_MARK, None)
+
+
+def _per_row(node: exp.Expr, select: exp.Select) -> bool:
+    """Within ``select``: is ``node`` read per row (an aggregate's argument or FILTER, or in a subquery)?"""
+    return _under_kind(node, select, (exp.AggFunc, exp.Filter, exp.Subquery))
+
+
+def _under_kind(node: exp.Expr, select: exp.Select, kind: type[exp.Expr] | tuple[type[exp.Expr], ...]) -> bool:
+    """Within ``select`` (not above it): has ``node`` an ancestor of ``kind``?"""
+    parent = node.parent
+    while parent is not None and parent is not select:
+        if isinstance(parent, kind):
+            return True
+        parent = parent.parent
+    return False
 
 
 def _under(node: exp.Expr, ancestor: exp.Expr) -> bool:
