@@ -137,3 +137,51 @@ def test_partial_state_equals_row_state_in_replay(spark):
     want = sqlwin.sql(spark, _query("p_replay", ", COUNT(DISTINCT v) AS dv").format(late="p_rl2"))
     assert rows_of(got, COLUMNS) == rows_of(want, COLUMNS)
     assert late_partial == rows_of(spark.table("p_rl2")) and len(late_partial) == 1
+
+
+def _session_query(src: str, trigger: str, extra: str = "") -> str:
+    return (f"SELECT window_start, window_end, k, {AGGREGATES}{extra} "
+            f"FROM SESSION(TABLE {src} PARTITION BY k, DESCRIPTOR(ts), INTERVAL 3 SECONDS) "
+            "GROUP BY window_start, window_end, k "
+            "ALLOWED LATENESS INTERVAL 5 SECONDS LATE ROWS TO {late} " + trigger)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trigger", ["", "EMIT WITH TRIGGER AFTER WATERMARK EARLY EVERY 2 ROWS LATE EVERY 1 ROWS"])
+def test_session_partials_equal_session_rows(spark, tmp_path, monkeypatch, trigger):
+    """SESSION windows whose trigger never finishes keep one partial row per micro-batch session (sessions only
+    grow and merge, so each lies whole in one session): every pane (sessions merging across micro-batches,
+    early, on-time and late panes) and every late row equal those of the same query over stored rows."""
+    monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(tmp_path / "root"))
+    folder = tmp_path / "in"
+    sqlwin.sql(spark, "CREATE STREAM s_src (k STRING, v INT, d DECIMAL(10, 2), name STRING, ts TIMESTAMP, "
+                      f"WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS) USING json OPTIONS (path '{folder}')")
+    try:
+        sqlwin.sql(spark, "CREATE STREAMING TABLE s_partial AS "
+                   + _session_query("s_src", trigger).format(late="s_late_partial"))
+        sqlwin.sql(spark, "CREATE STREAMING TABLE s_rows AS "
+                   + _session_query("s_src", trigger, ", COUNT(DISTINCT v) AS dv").format(late="s_late_rows"))
+        partial, raw = catalog.find_table("s_partial"), catalog.find_table("s_rows")
+        assert partial.operator.query.decomposition is not None and partial.operator.sessions is not None
+        assert raw.operator.query.decomposition is None
+        Feeder(folder).feed(BATCHES, partial, raw)
+        got, want = spark.table("s_partial"), spark.table("s_rows")
+        assert rows_of(got, COLUMNS) == rows_of(want, COLUMNS)
+        assert len({(r.k, r.window_start) for r in got.collect()}) >= 4  # several sessions, some merged
+        assert rows_of(spark.table("s_late_partial")) == rows_of(spark.table("s_late_rows"))
+        assert partial.status().state_rows == raw.status().state_rows == 1  # the open session [30, 33) of a
+    finally:
+        for table in catalog.all_tables():
+            table.stop()
+            catalog.remove_table(table.name)
+
+
+def test_sessions_that_may_close_keep_rows():
+    """A session merged into a closed one drops the rows it held, one by one in LATE ROWS TO: rows."""
+    from sqlwin.plan import triggers as plan
+    from sqlwin.streaming.sessions import never_finishes
+
+    assert never_finishes(plan.DEFAULT_TRIGGER) and never_finishes(plan.EmitFinal())
+    assert never_finishes(plan.Repeatedly(plan.AfterCount(2)))
+    assert not never_finishes(plan.AfterWatermark()) and not never_finishes(plan.AfterCount(2))
+    assert not never_finishes(plan.OrFinally(plan.Repeatedly(plan.AfterCount(1)), plan.AfterCount(5)))

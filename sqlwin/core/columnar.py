@@ -7,7 +7,7 @@ generic ``WindowOperator`` with a trigger object per window; this is sqlwin's co
 late firing, whether the end-of-window firing happened, the next pane index, ...), and every transition
 ``PaneDriver.process`` makes for one micro-batch is a comparison of those numbers with the window's new
 row count and the watermark. numpy evaluates them for all windows together: a micro-batch costs a few
-array operations, not a Python call per (key, window), and the state is a table, saved as one Arrow file.
+array operations, not a Python call per (key, window), and the state is a table, saved as one parquet file.
 
 The rules are ``PaneDriver``'s, written as array expressions (each step below names the method it
 mirrors); ``tests/test_columnar_panes.py`` checks, on generated histories, that both give the same panes

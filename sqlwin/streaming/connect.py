@@ -102,6 +102,10 @@ class CommittedState:
     def load(self, batch: int) -> dict:
         return self._latest[1]
 
+    def load_table(self, batch: int, name: str) -> Any:
+        """A table saved with the commit (``StateStore.save_table``), read on the server by Spark."""
+        return self.spark.read.parquet(os.path.join(self.root, "state", f"{batch}.{name}.parquet")).toArrow()
+
     def row_batches_on_disk(self) -> list[int]:
         return []  # the server's worker cleans its own disk
 

@@ -33,6 +33,9 @@ from sqlwin.streaming.sessions import CLOSED, LATE, SessionAssigner, _clusters
 class MaxDurationSessions(SessionAssigner):
     STATE_KEY = "max_sessions"  # its part of the operator's committed state (``state/<n>.json``)
 
+    def keeps_partials(self) -> bool:
+        return False  # a cut session does not hold whole micro-batch sessions: the rows are re-cut
+
     def __init__(self, operator: Any):
         super().__init__(operator)
         self.root = os.path.join(operator.store.root, "max_sessions")

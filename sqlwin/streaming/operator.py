@@ -137,13 +137,22 @@ class MicroBatchOperator:
         return ColumnarPanes(trigger, self.driver.lateness, self.driver.accumulating) if trigger else None
 
     def _decomposition(self) -> Decomposition | None:
-        """Partial aggregates where every aggregate splits; raw rows for SESSION windows (a stored row moves
-        to whichever session of its key contains its time), for EVICT (an evictor chooses among the rows) and
-        where the query is not a decomposable aggregation."""
+        """Partial aggregates where every aggregate splits; raw rows for EVICT (an evictor chooses among the
+        rows), where the query is not a decomposable aggregation, and for SESSION windows that may close or be
+        cut (``sessions.keeps_partials``)."""
         shape = self.shape
-        if not shape.aggregated or self.sessions is not None or self.evictor is not None:
+        if not shape.aggregated or self.evictor is not None:
             return None  # EVICT: an evictor needs the rows themselves (Flink keeps a window's elements)
+        if self.sessions is not None and not self.sessions.keeps_partials():
+            return None
         return decompose(shape.carrier, self.spark, self.views.annotated, shape.source_alias)
+
+    def partials_of(self, spark: Any, rows: Any) -> Any:
+        """Accepted rows as the state keeps them: one row of partial aggregates per (key, window)."""
+        from pyspark.sql import functions as F
+
+        rows.withColumn("__status", F.lit(None).cast("string")).createOrReplaceTempView(self.views.annotated)
+        return spark.sql(self._partial_sql()).drop("__status", "__n")
 
     def _partial_sql(self) -> str:
         assert self.query.decomposition is not None
@@ -341,7 +350,8 @@ class MicroBatchOperator:
     def fused(self) -> bool:
         """Whether a data micro-batch is read by one Spark job (``_scan``): with partial-aggregate state (never
         for sessions or evictors, which keep rows), except for count windows, whose rows wait to be numbered."""
-        return self.FUSED_SCAN and self.query.decomposition is not None and self.counts is None
+        return self.FUSED_SCAN and self.query.decomposition is not None and self.counts is None and \
+            self.sessions is None
 
     FUSED_SCAN = True
 

@@ -132,7 +132,9 @@ class PaneQuery:
         items += ["r.__present AS __present", "p.pane_index AS pane_index", "p.pane_timing AS pane_timing",
                   "p.is_final AS is_final", *[f"p.`{c}` AS `{c}`" for c in extra]]
         fired = f"(SELECT *, FROM_JSON(__key, '{key_ddl}') AS __kk FROM {v.fired})" if shape.keys else v.fired
-        if shape.window is not None and shape.window.kind is WindowKind.SESSION:
+        if shape.window is not None and shape.window.kind is WindowKind.SESSION and self.decomposition is not None:
+            bounds = "r.__ws >= p.__ws AND r.__we <= p.__we"  # a micro-batch session lies whole in one session
+        elif shape.window is not None and shape.window.kind is WindowKind.SESSION:
             bounds = "r.__ts >= p.__ws AND r.__ts < p.__we"
         elif shape.window is not None and shape.window.is_count_based:
             bounds = "TRUE"  # a count window is named by __key alone (sqlwin.streaming.countwindows)

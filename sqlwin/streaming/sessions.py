@@ -14,6 +14,11 @@ Per micro-batch, with ``W`` the watermark in force:
 
 Stored rows carry their time (``__ts``), not a window: a session of key k holds exactly the stored rows of
 k with ``start <= ts < end`` (sessions of a key never overlap), so merges move no rows.
+
+Where every aggregate splits and the trigger never finishes (so no session closes before it expires, and no
+stored row is ever dropped again as ``window closed``), the state is one row of partial aggregates per
+micro-batch session instead (``keeps_partials``): sessions only grow and merge, so each micro-batch session
+lies whole inside one session, which holds exactly the micro-batch sessions of its key within its bounds.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import Any
 from sqlglot import exp
 
 from sqlwin.core.panes import MIN_TIME
+from sqlwin.plan import triggers as plan
 
 LATE = "late"
 CLOSED = "window closed"
@@ -32,6 +38,12 @@ CLOSED = "window closed"
 class SessionAssigner:
     def __init__(self, operator: Any):
         self.op = operator
+
+    def keeps_partials(self) -> bool:
+        """Whether partial aggregates per micro-batch session can be the state: a trigger that never finishes
+        (REPEATEDLY, NEVER, EMIT FINAL, AFTER WATERMARK with late firings; the default is one), since a session
+        merged into a closed one drops the rows it held, which LATE ROWS TO lists one by one."""
+        return never_finishes(self.op.driver.emit.trigger)
 
     def assign(self, spark: Any, batch: int, watermark: int) -> dict:
         from pyspark.sql import functions as F
@@ -75,8 +87,10 @@ class SessionAssigner:
                 closed_count += earlier.count()
                 late_parts.append(earlier)
             kept_count = sum(accepted.values())
-            if kept_count:
+            if kept_count and op.query.decomposition is None:
                 op.store_rows(kept, batch, kept_count)
+            elif kept_count:  # one row of partial aggregates per micro-batch session
+                op.store_rows(op.partials_of(spark, kept), batch, len(spans) - len(closed))
             op.write_late(late_parts, batch, watermark, late_count + closed_count)
         finally:
             assigned.unpersist()
@@ -160,6 +174,13 @@ class SessionAssigner:
         return joined.select(*[F.col(f"`{c}`") for c in op.relation_columns],
                              F.timestamp_micros("__cs").alias("window_start"),
                              F.timestamp_micros("__ce").alias("window_end"), F.lit(CLOSED).alias("reason"))
+
+
+def never_finishes(trigger: Any) -> bool:
+    """A trigger whose machine never finishes, so its window stays open until it expires."""
+    if isinstance(trigger, (plan.Repeatedly, plan.Never, plan.EmitFinal)):
+        return True
+    return isinstance(trigger, plan.AfterWatermark) and trigger.late is not None
 
 
 def _unqualify(node: exp.Expr) -> exp.Expr:

@@ -5,7 +5,7 @@
   re-run after a crash sees the same clock (processing-time triggers and PROCTIME stay exactly-once);
 - ``state/<n>.json``: after micro-batch n committed: the watermark, every window's pane state, the rows
   kept per micro-batch, counters. Its presence is the commit: a re-run of n finds it and does nothing;
-- ``state/<n>.<name>.arrow``: a table saved with the commit of micro-batch n, written before ``<n>.json``
+- ``state/<n>.<name>.parquet``: a table saved with the commit of micro-batch n, written before ``<n>.json``
   (the columnar pane driver's windows);
 - ``rows/<n>/``: parquet, the rows micro-batch n added to open windows (Spark reads them to compute
   panes; they are deleted once no window needs them, so state shrinks back when windows expire).
@@ -59,20 +59,24 @@ class StateStore:
         return processing_time
 
     def save_table(self, batch: int, name: str, table: Any) -> None:
-        """An Arrow table that belongs to the state of ``batch``: written (durably) before its commit."""
-        import pyarrow.feather as feather
+        """An Arrow table that belongs to the state of ``batch``: written (durably) before its commit, as
+        parquet (a Spark Connect client reads it through Spark: ``connect.CommittedState``)."""
+        import pyarrow.parquet as pq
 
-        path = os.path.join(self.root, "state", f"{batch}.{name}.arrow")
+        path = self.table_path(batch, name)
         tmp = f"{path}.tmp"
-        feather.write_feather(table, tmp, compression="uncompressed")
+        pq.write_table(table, tmp, compression="snappy")
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
 
-    def load_table(self, batch: int, name: str) -> Any:
-        import pyarrow.feather as feather
+    def table_path(self, batch: int, name: str) -> str:
+        return os.path.join(self.root, "state", f"{batch}.{name}.parquet")
 
-        return feather.read_table(os.path.join(self.root, "state", f"{batch}.{name}.arrow"))
+    def load_table(self, batch: int, name: str) -> Any:
+        import pyarrow.parquet as pq
+
+        return pq.read_table(self.table_path(batch, name))
 
     def commit(self, batch: int, state: dict) -> None:
         _write_json(self._file("state", batch), state)
@@ -80,7 +84,7 @@ class StateStore:
             folder = os.path.join(self.root, kind)
             for name in os.listdir(folder):
                 number = name.split(".", 1)[0]
-                if name.endswith((".json", ".arrow")) and number.isdigit() and int(number) < batch:
+                if name.endswith((".json", ".parquet")) and number.isdigit() and int(number) < batch:
                     os.remove(os.path.join(folder, name))
 
     def scratch_file(self, kind: str, batch: int) -> str:
