@@ -148,11 +148,12 @@ class MicroBatchOperator:
         return decompose(shape.carrier, self.spark, self.views.annotated, shape.source_alias)
 
     def partials_of(self, spark: Any, rows: Any) -> Any:
-        """Accepted rows as the state keeps them: one row of partial aggregates per (key, window)."""
+        """Accepted rows as the state keeps them: one row of partial aggregates per (key, window), with its
+        row count ``__n``."""
         from pyspark.sql import functions as F
 
         rows.withColumn("__status", F.lit(None).cast("string")).createOrReplaceTempView(self.views.annotated)
-        return spark.sql(self._partial_sql()).drop("__status", "__n")
+        return spark.sql(self._partial_sql()).drop("__status")
 
     def _partial_sql(self) -> str:
         assert self.query.decomposition is not None
@@ -200,7 +201,7 @@ class MicroBatchOperator:
         data = batch_df
         if TICK_COLUMN in batch_df.columns:  # tick rows only cause the micro-batch: drop them
             data = batch_df.where(F.col(TICK_COLUMN).isNull()).drop(TICK_COLUMN)
-        if self.fused:  # one Spark job reads the micro-batch (_scan): no copy of it in memory
+        if self._scanner() is not None:  # one Spark job reads the micro-batch: no copy of it in memory
             self.step(batch_df.sparkSession, data, processing_time, source_batch=source_batch)
             return
         # read once from the source: the statistics, the assignment and the late rows all scan it
@@ -228,9 +229,10 @@ class MicroBatchOperator:
             self.tracker.trackers[0].advance_to(processing_time - 1)
             self.tracker.advance_idle(processing_time)
         accepted: Any = self._accepted()  # new-row counts per window
-        if data is not None and self.fused:  # the watermark in force does not depend on the row count here:
+        scanner = self._scanner() if data is not None else None
+        if scanner is not None:  # the watermark in force does not depend on the row count here:
             # without rows only idleness moves it, and then nothing was assigned
-            count, max_ts, accepted = self._scan(spark, data, batch, self.tracker.current, processing_time)
+            count, max_ts, accepted = scanner(spark, data, batch, self.tracker.current, processing_time)
         else:
             count, max_ts = self._read(data, processing_time)
         if count == 0 and not end_of_input and not self.shape.processing_time:
@@ -238,7 +240,7 @@ class MicroBatchOperator:
         watermark = self.tracker.current
         if self.counts is not None:  # count windows number waiting rows in micro-batches without rows too
             accepted = self.counts.assign(spark, batch, watermark, with_rows=count > 0)
-        elif count and not (data is not None and self.fused):
+        elif count and scanner is None:
             accepted = self._assign(spark, batch, watermark)
         panes, expired = self._drive(accepted, batch, watermark, processing_time)
         self._emit(spark, panes, batch)
@@ -354,6 +356,15 @@ class MicroBatchOperator:
             self.sessions is None
 
     FUSED_SCAN = True
+
+    def _scanner(self) -> Callable[..., tuple[int, list[int | None], Any]] | None:
+        """What reads a data micro-batch in one Spark job, if anything does: ``_scan`` (partial aggregates per
+        window), or the session assigner's ``scan`` (partial aggregates per micro-batch session)."""
+        if self.fused:
+            return self._scan
+        if self.FUSED_SCAN and self.sessions is not None and self.sessions.fusable():
+            return self.sessions.scan
+        return None
 
     def _scan(self, spark: Any, data: Any, batch: int, watermark: int,
               processing_time: int) -> tuple[int, list[int | None], Any]:

@@ -45,34 +45,94 @@ class SessionAssigner:
         merged into a closed one drops the rows it held, which LATE ROWS TO lists one by one."""
         return never_finishes(self.op.driver.emit.trigger)
 
-    def assign(self, spark: Any, batch: int, watermark: int) -> dict:
+    def fusable(self) -> bool:
+        """Whether one Spark job reads a micro-batch (``scan``): partial-aggregate state, one stream."""
+        return self.op.query.decomposition is not None and len(self.op.streams) == 1
+
+    def _late(self, spark: Any, watermark: int) -> tuple[Any, Any, Any] | None:
+        """Beam's rule before merging: a row is late when its own span is past its cleanup time,
+        ``ts + gap + lateness <= W``. Returns (is late, the span's end, the row time), or None before any
+        watermark."""
         from pyspark.sql import functions as F
 
         op = self.op
-        spec = op.shape.window
-        ts = F.col(f"`{spec.time_col}`")
-        ts_us = F.unix_micros(ts)
-        rows = spark.table(op.views.batch)
+        if watermark - op.shape.lateness <= MIN_TIME:
+            return None
+        ts = F.col(f"`{op.shape.window.time_col}`")
         gap = self._gap(spark)
+        end = F.unix_micros(ts) + gap
+        is_late = F.coalesce(ts.isNotNull() & (gap > 0) & (end <= F.lit(watermark - op.shape.lateness)),
+                             F.lit(False))
+        return is_late, end, ts
+
+    def _arrived(self, spark: Any) -> Any:
+        """The micro-batch as it arrived, under a view of its own: Spark Connect resolves a DataFrame's view
+        names when it runs, not when it is built, and the batch view is narrowed to the rows in time."""
+        op = self.op
+        arrived = f"{op.views.batch}_arrived"
+        spark.table(op.views.batch).createOrReplaceTempView(arrived)
+        return spark.table(arrived)
+
+    def _late_rows(self, rows: Any, late: tuple[Any, Any, Any]) -> Any:
+        """The late rows as LATE ROWS TO lists them, with their own span as the window."""
+        from pyspark.sql import functions as F
+
+        is_late, end, ts = late
+        return rows.where(is_late).select(*[F.col(f"`{c}`") for c in self.op.relation_columns],
+                                          ts.alias("window_start"), F.timestamp_micros(end).alias("window_end"),
+                                          F.lit(LATE).alias("reason"))
+
+    def scan(self, spark: Any, data: Any, batch: int, watermark: int,
+             processing_time: int) -> tuple[int, list[int | None], dict]:
+        """A data micro-batch in one Spark job, as the operator's ``_scan``: its statistics and late-row count,
+        and the partial aggregates of its own sessions (computed from the rows in time); the sessions then merge
+        in Python and their partial rows are stored. Late rows are read again only when there are some."""
+        from pyspark.sql import functions as F
+
+        op = self.op
+        stats = op._register(data, processing_time)
+        late = self._late(spark, watermark)
+        arrived = self._arrived(spark)
+        if late is not None:
+            stats.append(F.count(F.when(late[0], 1)).alias("__late"))
+            arrived.where(~late[0]).createOrReplaceTempView(op.views.batch)
+        partials = op.partials_of(spark, spark.sql(op.query.assign_sql))
+        summary = arrived.agg(*stats).withColumn("__summary", F.lit(True))
+        scanned = partials.unionByName(summary, allowMissingColumns=True).persist()
+        try:
+            result = scanned.select("__summary", "__key", "__ws", "__we", "__n", *[c for c in summary.columns
+                                                                                    if c != "__summary"]).toArrow()
+            rows = result.to_pylist()
+            row = next(r for r in rows if r["__summary"])
+            count, max_ts = op._statistics(row)
+            if not count:
+                return 0, max_ts, {}
+            spans = [{"__key": r["__key"], "__ws": r["__ws"], "__we": r["__we"], "count": r["__n"]}
+                     for r in rows if not r["__summary"]]
+            accepted, closed, lost = self._merge(spans, watermark, op.current_processing_time)
+            assert not closed and not lost  # a trigger that never finishes closes no session (keeps_partials)
+            if spans:
+                op.store_rows(scanned.where(F.col("__summary").isNull()), batch, len(spans))
+            late_count = int(row.get("__late") or 0)
+            op.write_late([self._late_rows(arrived, late)] if late is not None and late_count else [], batch,
+                          watermark, late_count)
+            return count, max_ts, accepted
+        finally:
+            scanned.unpersist()
+
+    def assign(self, spark: Any, batch: int, watermark: int) -> dict:
+
+        op = self.op
+        rows = spark.table(op.views.batch)
         late_parts = []
         late_count = 0
-        if watermark - op.shape.lateness > MIN_TIME:  # late: ts + gap + lateness <= W
-            end = ts_us + gap
-            is_late = F.coalesce(ts.isNotNull() & (gap > 0) & (end <= F.lit(watermark - op.shape.lateness)),
-                                 F.lit(False))
-            late_count = rows.where(is_late).count()
+        late = self._late(spark, watermark)
+        if late is not None:
+            late_count = rows.where(late[0]).count()
             if late_count:
-                # Spark Connect resolves a DataFrame's view names when it runs, not when it is built: the late rows
-                # are read from a view of the micro-batch as it arrived, not from the batch view narrowed below
-                arrived = f"{op.views.batch}_arrived"
-                rows.createOrReplaceTempView(arrived)
-                rows = spark.table(arrived)
-                late = rows.where(is_late)
-                late_parts.append(late.select(*[F.col(f"`{c}`") for c in op.relation_columns],
-                                              ts.alias("window_start"),
-                                              F.timestamp_micros(end).alias("window_end"),
-                                              F.lit(LATE).alias("reason")))
-                rows.where(~is_late).createOrReplaceTempView(op.views.batch)
+                rows = self._arrived(spark)
+                late_parts.append(self._late_rows(rows, late))
+                rows.where(~late[0]).createOrReplaceTempView(op.views.batch)
         assigned = spark.sql(op.query.assign_sql).persist()
         try:
             spans = assigned.groupBy("__key", "__ws", "__we").count().collect()
