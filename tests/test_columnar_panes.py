@@ -107,7 +107,7 @@ history = st.lists(st.tuples(
     st.dictionaries(st.sampled_from(WINDOWS), st.integers(1, 4), max_size=6)), min_size=1, max_size=10)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(name=st.sampled_from(sorted(TRIGGERS)), mode=st.sampled_from(MODES), lateness=st.sampled_from([0, 5, 15]),
        history=history)
 def test_columnar_equals_pane_driver(name: str, mode: plan.AccumulationMode, lateness: int, history: list) -> None:
