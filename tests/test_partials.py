@@ -58,9 +58,9 @@ def test_avg_splits_into_sum_and_count():
 T = dt.datetime(2024, 1, 1)
 
 AGGREGATES = ("SUM(v) AS s, COUNT(*) AS c, COUNT(v) AS cv, MIN(v) AS lo, MAX(v) AS hi, AVG(v) AS a, "
-              "SUM(d) AS sd, MAX(name) AS top, SUM(v) FILTER (WHERE v > 2) AS big")
-COLUMNS = ["window_start", "k", "s", "c", "cv", "lo", "hi", "a", "sd", "top", "big", "pane_index", "pane_timing",
-           "is_final", "micro_batch"]
+              "SUM(d) AS sd, MAX(name) AS top, SUM(v) FILTER (WHERE v > 2) AS big, MAX(ts) AS last")
+COLUMNS = ["window_start", "k", "s", "c", "cv", "lo", "hi", "a", "sd", "top", "big", "last", "pane_index",
+           "pane_timing", "is_final", "micro_batch"]
 
 
 def _row(k, v, seconds, name="x"):
@@ -88,20 +88,30 @@ def _query(src: str, extra: str = "") -> str:
 
 @pytest.mark.slow
 def test_partial_state_equals_row_state_in_a_streaming_table(spark, tmp_path, monkeypatch):
-    """Same feed, two streaming tables: partial aggregates (state one row per key, window and micro-batch)
-    and stored rows (forced by a COUNT(DISTINCT)); every pane and every late row agree, schemas too."""
+    """Same feed, three streaming tables: partial aggregates (state one row per key, window and micro-batch),
+    written from the scan's Arrow result by the driver or, when a partial's type might not survive pyarrow's
+    parquet, by Spark; and stored rows (forced by a COUNT(DISTINCT)). Every pane and every late row agree,
+    schemas too."""
+    from sqlwin.streaming import operator
+
     monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(tmp_path / "root"))
     folder = tmp_path / "in"
     sqlwin.sql(spark, "CREATE STREAM p_src (k STRING, v INT, d DECIMAL(10, 2), name STRING, ts TIMESTAMP, "
                       f"WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS) USING json OPTIONS (path '{folder}')")
     try:
         sqlwin.sql(spark, "CREATE STREAMING TABLE p_partial AS " + _query("p_src").format(late="p_late_partial"))
+        with monkeypatch.context() as m:
+            m.setattr(operator, "_parquet_safe", lambda _type: False)
+            sqlwin.sql(spark, "CREATE STREAMING TABLE p_spark AS " + _query("p_src").format(late="p_late_spark"))
         sqlwin.sql(spark, "CREATE STREAMING TABLE p_rows AS "
                    + _query("p_src", ", COUNT(DISTINCT v) AS dv").format(late="p_late_rows"))
-        partial, raw = catalog.find_table("p_partial"), catalog.find_table("p_rows")
-        assert partial.operator.query.decomposition is not None
+        partial, by_spark, raw = (catalog.find_table(n) for n in ("p_partial", "p_spark", "p_rows"))
+        assert partial.operator.query.decomposition is not None and partial.operator.arrow_rows
+        assert by_spark.operator.query.decomposition is not None and not by_spark.operator.arrow_rows
         assert raw.operator.query.decomposition is None
-        Feeder(folder).feed(BATCHES, partial, raw)
+        Feeder(folder).feed(BATCHES, partial, by_spark, raw)
+        assert rows_of(spark.table("p_spark"), COLUMNS) == rows_of(spark.table("p_rows"), COLUMNS)
+        assert rows_of(spark.table("p_late_spark")) == rows_of(spark.table("p_late_rows"))
         got, want = spark.table("p_partial"), spark.table("p_rows")
         assert [(f.name, f.dataType) for f in got.schema.fields] == \
             [(f.name, f.dataType) for f in want.schema.fields if f.name != "dv"]

@@ -116,6 +116,7 @@ class MicroBatchOperator:
         if self.evictor is not None:  # stored rows carry their place in arrival order
             stored = self.evictor.prepare(stored)
         self.rows_schema = stored.schema
+        self.arrow_rows = self.evictor is None and all(_parquet_safe(f.dataType) for f in stored.schema.fields)
         self.relation_sql = self.query.relation_sql(stored_columns, self.key_ddl)
         self.pane_sql = self.query.pane_sql()
         spark = self.spark
@@ -299,7 +300,8 @@ class MicroBatchOperator:
             return self.sessions.assign(spark, batch, watermark)
         from pyspark.sql import functions as F
 
-        annotated = self._annotate(spark, watermark).persist()  # read three times: counts, rows, late rows
+        # read three times: counts, rows, late rows
+        annotated = self._annotate(spark, watermark, self._closed_windows()).persist()
         try:
             counts = annotated.groupBy("__key", "__ws", "__we", "__status").count().collect()
             accepted = {(r["__key"], r["__ws"], r["__we"]): r["count"] for r in counts if r["__status"] is None}
@@ -322,17 +324,23 @@ class MicroBatchOperator:
                   for c in ("window_start", "window_end")]
         return [*[F.col(f"`{c}`") for c in self.relation_columns], *bounds, F.col("__status").alias("reason")]
 
-    def _annotate(self, spark: Any, watermark: int) -> Any:
+    def _annotate(self, spark: Any, watermark: int, closed: list[WindowKey]) -> Any:
         """The micro-batch's (row, window) pairs, each with ``__status``: NULL (accepted), ``late`` when
-        ``window_end <= W - lateness``, or ``window closed`` when the window's trigger has finished."""
+        ``window_end <= W - lateness``, or ``window closed`` when the window is one of ``closed`` (its trigger
+        finished). The closed windows reach Spark as a parquet file, like the fired panes (``_fired_frame``)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
         from pyspark.sql import functions as F
 
         assigned = spark.sql(self.query.assign_sql)
         threshold = watermark - self.shape.lateness  # late past the lateness: window_end <= W - lateness
         late = F.col("__we") <= F.lit(threshold) if threshold >= MIN_TIME else F.lit(False)
-        closed = self._closed_windows()
         if closed:
-            tombstones = spark.createDataFrame(closed, "__key string, __ws bigint, __we bigint") \
+            keys, starts, ends = zip(*closed, strict=True)
+            path = self.store.scratch_file("closed", self.next_batch)
+            pq.write_table(pa.table([pa.array(keys, pa.string()), pa.array(starts, pa.int64()),
+                                     pa.array(ends, pa.int64())], names=["__key", "__ws", "__we"]), path)
+            tombstones = spark.read.schema("__key string, __ws bigint, __we bigint").parquet(path) \
                 .withColumn("__closed", F.lit(True))
             assigned = assigned.join(F.broadcast(tombstones), ["__key", "__ws", "__we"], "left")
             is_closed = F.coalesce(F.col("__closed"), F.lit(False))
@@ -370,53 +378,43 @@ class MicroBatchOperator:
               processing_time: int) -> tuple[int, list[int | None], Any]:
         """Step 1 and the statistics of a data micro-batch in one Spark job over its rows: the row count and
         largest times, and per (key, window, status) the row count and partial aggregates (``__key`` is
-        computed per group, not per row, unless closed windows are looked up by it). The small result is
-        kept (persisted) while the accepted partials are stored. Dropped rows, if any, are read again:
-        most micro-batches have none. Returns (rows, largest time per stream, accepted counts per window)."""
-        from pyspark.sql import functions as F
-
+        computed per group, not per row, unless closed windows are looked up by it): ``FusedScan``. Dropped
+        rows, if any, are read again: most micro-batches have none. Returns (rows, largest time per stream,
+        accepted counts per window)."""
         decomposition = self.query.decomposition
         assert decomposition is not None
         stats = self._register(data, processing_time)
-        annotated = self._annotate(spark, watermark)
-        per_group = not self._closed_windows()  # no lookup of closed windows by __key
+        closed = self._closed_windows()
+        annotated = self._annotate(spark, watermark, closed)
+        per_group = not closed  # no lookup of closed windows by __key
         (annotated.drop("__key") if per_group else annotated).createOrReplaceTempView(self.views.annotated)
         grouped = spark.sql(decomposition.partial_sql(self.views.annotated, self.shape.source_alias,
                                                       len(self.shape.keys),
                                                       key_after=self.query.key_json_sql if per_group else None))
-        summary = data.agg(*stats).withColumn("__summary", F.lit(True))
-        # kept while it is read (persisted, not checkpointed: released at once, not when the driver's GC runs)
-        scanned = grouped.unionByName(summary, allowMissingColumns=True).persist()
+        scan = FusedScan(self, grouped, data.agg(*stats))
         try:
-            return self._store_scanned(scanned, annotated, batch, watermark)
+            return self._store_scanned(scan, annotated, batch, watermark)
         finally:
-            scanned.unpersist()
+            scan.release()
 
-    def _store_scanned(self, scanned: Any, annotated: Any, batch: int,
+    def _store_scanned(self, scan: FusedScan, annotated: Any, batch: int,
                        watermark: int) -> tuple[int, list[int | None], Any]:
-        """Read the scan's small result (as Arrow): the statistics, the accepted counts (stored as partial
-        rows) and how many (row, window) pairs were dropped (written to LATE ROWS TO). The accepted counts
-        are a frame (key, start, end, n) for the columnar driver, else a dict per window."""
+        """Read the scan's small result: the statistics, the accepted counts (stored as partial rows) and how
+        many (row, window) pairs were dropped (written to LATE ROWS TO). The accepted counts are a frame
+        (key, start, end, n) for the columnar driver, else a dict per window."""
         import pyarrow.compute as pc
         from pyspark.sql import functions as F
 
-        result = scanned.select("__summary", "__key", "__ws", "__we", "__status", "__n", "n",
-                                *[f"m{i}" for i in range(len(self.streams))]).toArrow()
-        is_summary = pc.fill_null(result["__summary"], False)
-        row = result.filter(is_summary).to_pylist()[0]
-        groups = result.filter(pc.invert(is_summary))
+        groups = scan.groups
         kept = pc.is_null(groups["__status"])
         dropped = pc.sum(groups.filter(pc.invert(kept))["__n"]).as_py() or 0
         groups = groups.filter(kept)
         accepted = self._accepted(groups["__key"], groups["__ws"], groups["__we"], groups["__n"])
-        count, max_ts = self._statistics(row)
+        count, max_ts = self._statistics(scan.summary)
         if not count:
             return 0, max_ts, self._accepted()
         if len(accepted):
-            rows = scanned.where(F.col("__summary").isNull() & F.col("__status").isNull()) \
-                .withColumn("__mb", F.lit(batch).cast("bigint")).withColumn("__present", F.lit(True))
-            rows.select(*self.rows_schema.fieldNames()).write.mode("overwrite").parquet(self.store.rows_path(batch))
-            self.rows_by_batch[batch] = len(accepted)
+            scan.store(groups, F.col("__status").isNull(), batch, len(accepted))
         late_rows = annotated.where(F.col("__status").isNotNull()).select(*self._late_columns())
         self.write_late([late_rows] if dropped else [], batch, watermark, dropped)
         return count, max_ts, accepted
@@ -435,6 +433,18 @@ class MicroBatchOperator:
             return {}
         keys, starts, ends, counts = (c.to_pylist() for c in columns)
         return dict(zip(zip(keys, starts, ends, strict=True), counts, strict=True))
+
+    def store_partials(self, table: Any, batch: int, count: int) -> None:
+        """``store_rows`` for partial rows the driver already holds as Arrow (a fused scan's result): written
+        by this process, not by another Spark job over the scan."""
+        import numpy as np
+        import pyarrow as pa
+
+        n = table.num_rows
+        own = {"__mb": pa.array(np.full(n, batch, np.int64)), "__present": pa.array(np.ones(n, np.bool_))}
+        names = self.rows_schema.fieldNames()
+        self.store.write_rows(batch, pa.table([own[c] if c in own else table[c] for c in names], names=names))
+        self.rows_by_batch[batch] = count
 
     def store_rows(self, rows: Any, batch: int, count: int) -> None:
         """Keep the rows micro-batch ``batch`` added to open windows, for the panes that will read them."""
@@ -646,3 +656,45 @@ class MicroBatchOperator:
     @property
     def watermark(self) -> int:
         return self.tracker.current
+
+
+class FusedScan:
+    """The one Spark job that reads a data micro-batch with partial-aggregate state: the partial rows (one per
+    group) and the summary row (statistics, late count), collected together as Arrow. The partial rows the
+    state keeps are then written from that Arrow table; where a column's type does not round-trip through
+    pyarrow's parquet (``MicroBatchOperator.arrow_rows``), Spark writes them from the persisted result."""
+
+    def __init__(self, op: MicroBatchOperator, partials: Any, summary: Any):
+        import pyarrow.compute as pc
+        from pyspark.sql import functions as F
+
+        self.op = op
+        frame = partials.unionByName(summary.withColumn("__summary", F.lit(True)), allowMissingColumns=True)
+        # persisted, not checkpointed, when Spark reads it again: released at once, not when the driver's GC runs
+        self.frame = frame if op.arrow_rows else frame.persist()
+        table = self.frame.toArrow()
+        is_summary = pc.fill_null(table["__summary"], False)
+        self.summary = table.filter(is_summary).to_pylist()[0]
+        self.groups = table.filter(pc.invert(is_summary))  # the partial rows
+
+    def store(self, groups: Any, kept: Any, batch: int, count: int) -> None:
+        """Keep the partial rows ``groups`` (``self.groups`` filtered by the Spark condition ``kept``)."""
+        from pyspark.sql import functions as F
+
+        if self.op.arrow_rows:
+            self.op.store_partials(groups, batch, count)
+        else:
+            self.op.store_rows(self.frame.where(F.col("__summary").isNull() & kept), batch, count)
+
+    def release(self) -> None:
+        if not self.op.arrow_rows:
+            self.frame.unpersist()
+
+
+def _parquet_safe(data_type: Any) -> bool:
+    """A Spark type that pyarrow writes to parquet as Spark writes it (so Spark reads it back as that type)."""
+    from pyspark.sql import types as T
+
+    return isinstance(data_type, (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
+                                  T.BooleanType, T.StringType, T.BinaryType, T.DecimalType, T.DateType,
+                                  T.TimestampType, T.TimestampNTZType))

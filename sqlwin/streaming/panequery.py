@@ -70,11 +70,11 @@ class PaneQuery:
         self.decomposition: Decomposition | None = None  # set by the operator: partial aggregates, or raw rows
 
     # -- assignment ---------------------------------------------------------------------------
-    def _assign_sql(self) -> str:
+    def _source(self) -> tuple[exp.Expr, str]:
+        """The carrier's FROM (its window TVF) reading the micro-batch views instead of the streams, and its
+        alias."""
         shape = self.shape
-        alias = shape.source_alias
-        root = shape.query.node.copy()
-        carrier = find_carrier(root)
+        carrier = find_carrier(shape.query.node.copy())
         source = carrier.args["from_"].this.copy()
         views = {st.name.lower(): self.views.batch_of(i) for i, st in enumerate(shape.streams or [shape.stream])}
         for table in [source] if isinstance(source, exp.Table) else list(source.find_all(exp.Table)):
@@ -85,18 +85,26 @@ class PaneQuery:
                     source = renamed
                 else:
                     table.replace(renamed)
+        return source, shape.source_alias
+
+    def _key_json(self) -> exp.Expr:
+        """``__key``: the keys as JSON, from the ``__k<i>`` columns."""
+        if not self.shape.keys:
+            return exp.Literal.string("{}")
+        struct = exp.func("NAMED_STRUCT", *[a for i in range(len(self.shape.keys))
+                                            for a in (exp.Literal.string(f"__k{i}"), exp.column(f"__k{i}"))])
+        return exp.func("TO_JSON", struct)
+
+    def _assign_sql(self) -> str:
+        shape = self.shape
+        source, alias = self._source()
         select = exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier(alias))).from_(source)
         keys = [k.copy() for k in shape.keys]
         for i, key in enumerate(keys):
             select.select(exp.alias_(key, f"__k{i}"), copy=False)
-        if keys:
-            struct = exp.func("NAMED_STRUCT", *[a for i in range(len(keys))
-                                                for a in (exp.Literal.string(f"__k{i}"), exp.column(f"__k{i}"))])
-            key_json: exp.Expr = exp.func("TO_JSON", struct)
-        else:
-            key_json = exp.Literal.string("{}")
+        key_json = self._key_json()
         self.key_json_sql = key_json.sql(D)  # ``__key`` from the ``__k<i>`` columns (also after a GROUP BY)
-        where = carrier.args.get("where")
+        where = shape.carrier.args.get("where")
         if where is not None:
             select.set("where", where.copy())
         if shape.window is not None:
@@ -113,6 +121,32 @@ class PaneQuery:
         specs = [shape.window] if shape.window is not None else []
         compiled = self.compiler.compile(outer, specs)
         return self.compiler.render(compiled)
+
+    def session_partials_sql(self, decomposition: Decomposition) -> str:
+        """Per session of the micro-batch (``assign_sql``'s rows, each key's own sessions): ``__key``,
+        ``__ws``, ``__we``, the ``__k<i>`` keys, the row count ``__n`` and the partial aggregates, the columns
+        ``MicroBatchOperator.partials_of`` gives. Written as one aggregation grouped by the session, which the
+        batch backend plans without per-row bounds when that cannot change the answer (a static gap, no
+        WHERE: ``spark_groupby.SessionRoute``); otherwise it is the per-row plan grouped, as before."""
+        shape = self.shape
+        assert shape.window is not None and shape.window.kind is WindowKind.SESSION
+        source, alias = self._source()
+        keys = [k.copy() for k in shape.keys]
+        bounds = [exp.column("window_start", alias), exp.column("window_end", alias)]
+        partials = [exp.alias_(e, name) for unit in decomposition.units for name, e in unit.partials()]
+        grouped = exp.select(*[exp.alias_(k.copy(), f"__k{i}") for i, k in enumerate(keys)],
+                             *[exp.alias_(b.copy(), b.name) for b in bounds],
+                             exp.alias_(exp.Count(this=exp.Star()), "__n"), *partials).from_(source)
+        where = shape.carrier.args.get("where")
+        if where is not None:
+            grouped.set("where", where.copy())
+        grouped = grouped.group_by(*keys, *bounds)
+        outer = exp.select(exp.alias_(self._key_json(), "__key"),
+                           exp.alias_(self.compiler.to_us(exp.column("window_start"), shape.window), "__ws"),
+                           exp.alias_(self.compiler.to_us(exp.column("window_end"), shape.window), "__we"),
+                           *[exp.column(f"__k{i}") for i in range(len(keys))], exp.column("__n"),
+                           *[exp.column(name) for name in decomposition.columns]).from_(grouped.subquery("__g"))
+        return self.compiler.render(self.compiler.compile(outer, [shape.window]))
 
     # -- panes --------------------------------------------------------------------------------
     def relation_sql(self, row_columns: list[str], key_ddl: str, extra: tuple[str, ...] = ()) -> str:

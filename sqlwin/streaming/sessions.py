@@ -38,6 +38,7 @@ CLOSED = "window closed"
 class SessionAssigner:
     def __init__(self, operator: Any):
         self.op = operator
+        self._partials_sql: str | None = None  # the micro-batch's sessions as partial rows (``scan``)
 
     def keeps_partials(self) -> bool:
         """Whether partial aggregates per micro-batch session can be the state: a trigger that never finishes
@@ -89,6 +90,8 @@ class SessionAssigner:
         in Python and their partial rows are stored. Late rows are read again only when there are some."""
         from pyspark.sql import functions as F
 
+        from sqlwin.streaming.operator import FusedScan  # the operator imports this module
+
         op = self.op
         stats = op._register(data, processing_time)
         late = self._late(spark, watermark)
@@ -96,31 +99,30 @@ class SessionAssigner:
         if late is not None:
             stats.append(F.count(F.when(late[0], 1)).alias("__late"))
             arrived.where(~late[0]).createOrReplaceTempView(op.views.batch)
-        partials = op.partials_of(spark, spark.sql(op.query.assign_sql))
-        summary = arrived.agg(*stats).withColumn("__summary", F.lit(True))
-        scanned = partials.unionByName(summary, allowMissingColumns=True).persist()
+        if self._partials_sql is None:
+            self._partials_sql = op.query.session_partials_sql(op.query.decomposition)
+        scan = FusedScan(op, spark.sql(self._partials_sql), arrived.agg(*stats))
         try:
-            result = scanned.select("__summary", "__key", "__ws", "__we", "__n", *[c for c in summary.columns
-                                                                                    if c != "__summary"]).toArrow()
-            rows = result.to_pylist()
-            row = next(r for r in rows if r["__summary"])
-            count, max_ts = op._statistics(row)
+            count, max_ts = op._statistics(scan.summary)
             if not count:
                 return 0, max_ts, {}
-            spans = [{"__key": r["__key"], "__ws": r["__ws"], "__we": r["__we"], "count": r["__n"]}
-                     for r in rows if not r["__summary"]]
+            groups = scan.groups
+            spans = [{"__key": k, "__ws": s, "__we": e, "count": n} for k, s, e, n in
+                     zip(*(groups[c].to_pylist() for c in ("__key", "__ws", "__we", "__n")), strict=True)]
             accepted, closed, lost = self._merge(spans, watermark, op.current_processing_time)
             assert not closed and not lost  # a trigger that never finishes closes no session (keeps_partials)
             if spans:
-                op.store_rows(scanned.where(F.col("__summary").isNull()), batch, len(spans))
-            late_count = int(row.get("__late") or 0)
+                scan.store(groups, F.lit(True), batch, len(spans))
+            late_count = int(scan.summary.get("__late") or 0)
             op.write_late([self._late_rows(arrived, late)] if late is not None and late_count else [], batch,
                           watermark, late_count)
             return count, max_ts, accepted
         finally:
-            scanned.unpersist()
+            scan.release()
 
     def assign(self, spark: Any, batch: int, watermark: int) -> dict:
+        """Row state (or a trigger that may finish): sessions of the micro-batch, merged; rows of sessions
+        that joined a closed one, and the rows such sessions held, dropped as ``window closed``."""
 
         op = self.op
         rows = spark.table(op.views.batch)

@@ -100,6 +100,18 @@ class StateStore:
     def rows_path(self, batch: int) -> str:
         return os.path.join(self.root, "rows", str(batch))
 
+    def write_rows(self, batch: int, table: Any) -> None:
+        """``rows/<n>/`` from an Arrow table in this process, replacing the folder as Spark's overwrite does
+        (written under a hidden name, which Spark does not read, then renamed)."""
+        import pyarrow.parquet as pq
+
+        folder = self.rows_path(batch)
+        shutil.rmtree(folder, ignore_errors=True)
+        os.makedirs(folder)
+        tmp = os.path.join(folder, ".part-00000.parquet")
+        pq.write_table(table, tmp, compression="snappy")
+        os.replace(tmp, os.path.join(folder, "part-00000.parquet"))
+
     def drop_rows(self, batch: int) -> None:
         shutil.rmtree(self.rows_path(batch), ignore_errors=True)
 
