@@ -34,6 +34,17 @@ class BatchSink:
         target = self.batch_path(batch)
         df.write.mode("overwrite").format(self.format).save(target)
 
+    def wrote_nothing(self, batch: int) -> bool:
+        """Whether the folder ``write`` just made for ``batch`` holds no row, read from the files themselves
+        (parquet footers; a JSON file with a row is not empty), not by another Spark job."""
+        import pyarrow.parquet as pq
+
+        folder = self.batch_path(batch)
+        files = [os.path.join(folder, f) for f in os.listdir(folder) if not f.startswith(("_", "."))]
+        if self.format == "parquet":
+            return all(pq.read_metadata(f).num_rows == 0 for f in files)
+        return all(os.path.getsize(f) == 0 for f in files)
+
     def clear(self, batch: int) -> None:
         """Remove a batch's folder left by an attempt that crashed (the retry may write nothing)."""
         shutil.rmtree(self.batch_path(batch), ignore_errors=True)
