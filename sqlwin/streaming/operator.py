@@ -672,7 +672,9 @@ class FusedScan:
         frame = partials.unionByName(summary.withColumn("__summary", F.lit(True)), allowMissingColumns=True)
         # persisted, not checkpointed, when Spark reads it again: released at once, not when the driver's GC runs
         self.frame = frame if op.arrow_rows else frame.persist()
-        table = self.frame.toArrow()
+        # written by Spark, the partial columns stay there (a type pyarrow's parquet cannot keep may have no Arrow form)
+        skipped = set() if op.arrow_rows else set(op.query.decomposition.columns)
+        table = self.frame.select(*[f"`{c}`" for c in self.frame.columns if c not in skipped]).toArrow()
         is_summary = pc.fill_null(table["__summary"], False)
         self.summary = table.filter(is_summary).to_pylist()[0]
         self.groups = table.filter(pc.invert(is_summary))  # the partial rows
