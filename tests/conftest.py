@@ -22,29 +22,6 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         items[:] = rest[:extras[-1] + 1] + dbt + rest[extras[-1] + 1:]
 
 
-SIGKILL_TEST = "test_exactly_once.py::test_sigkill_and_restart_matches_an_uninterrupted_run"
-_early = None  # the started EarlyScenario, closed when the session ends
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """The SIGKILL scenario runs four Spark processes of its own and waits on them for about 100 s: when its test
-    is selected it starts now, beside the other tests (``EarlyScenario``), and its test collects the outcome."""
-    global _early
-    items = [i for i in session.items if i.nodeid.endswith(SIGKILL_TEST)]
-    if session.config.option.collectonly or not items:
-        return
-    import tempfile
-    from pathlib import Path
-
-    scenario = items[0].module.EarlyScenario  # the class of the module as pytest imported it
-    _early = scenario.current = scenario(Path(tempfile.mkdtemp(prefix="sqlwin-sigkill-")))
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if _early is not None:
-        _early.close()
-
-
 @pytest.fixture(scope="session")
 def spark():
     from sqlwin.session import local_session

@@ -141,8 +141,6 @@ def running_at(start: Callable[[], Driver], condition: Callable[[], bool]) -> Dr
 class Driver:
     """One run of the driver script in its own process group, over streaming root ``root``."""
 
-    live: set[Driver] = set()  # started and not yet finished (EarlyScenario.close kills them)
-
     def __init__(self, work: Path, root: Path, folder: Path, kill_at: int | None = None):
         work.mkdir(parents=True, exist_ok=True)
         script = work / "driver.py"
@@ -154,7 +152,6 @@ class Driver:
         # fixed 10 s connect-back timeout on a loaded machine
         self.proc = subprocess.Popen([sys.executable, str(script)], cwd=work, env=env,
                                      stdout=subprocess.PIPE, stderr=self.log, text=True, start_new_session=True)
-        Driver.live.add(self)
 
     def kill(self) -> None:
         """SIGKILL the process group and wait until every process of it is gone (the JVM included)."""
@@ -170,7 +167,6 @@ class Driver:
             os.killpg(self.proc.pid, signal.SIGKILL)
             stdout, _ = self.proc.communicate()
         wait_until(lambda: not _group_alive(self.proc.pid), 30, "the killed process group to end")
-        Driver.live.discard(self)
         self.log.seek(0)
         err = self.log.read()
         self.log.close()
@@ -210,9 +206,9 @@ def sqlwin_commits(root: Path) -> int:
         if folder.is_dir() else -1
 
 
-def sigkill_scenario(tmp_path: Path) -> tuple[dict, dict]:
+def test_sigkill_and_restart_matches_an_uninterrupted_run(tmp_path: Path) -> None:
     """Killed twice (between micro-batches, as seen from outside; inside sqlwin's commit of the micro-batch that
-    fires and expires windows at once), then run to the end; and one uninterrupted run. Returns both RESULTs."""
+    fires and expires windows at once), then run to the end: the same rows and micro_batch values as one run."""
     folder = tmp_path / "in"
     write_input(folder)
     ref_root = tmp_path / "ref_root"
@@ -234,36 +230,6 @@ def sigkill_scenario(tmp_path: Path) -> tuple[dict, dict]:
     resumed = settle(third(), third)
     expected = settle(reference, reference_again)
     assert resumed is not None and expected is not None
-    return resumed, expected
-
-
-class EarlyScenario:
-    """``sigkill_scenario`` started when collection ends (tests/conftest.py), in a thread: its Spark processes run
-    beside the in-process tests instead of after them, and the test collects the outcome. Its drivers are
-    killed if the session ends first."""
-
-    current: EarlyScenario | None = None
-
-    def __init__(self, tmp_path: Path):
-        import concurrent.futures
-
-        self.tmp_path = tmp_path
-        self.executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sigkill-scenario")
-        self.future = self.executor.submit(sigkill_scenario, tmp_path)
-
-    def close(self) -> None:
-        for driver in list(Driver.live):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(driver.proc.pid, signal.SIGKILL)
-        self.executor.shutdown(wait=True, cancel_futures=True)
-        shutil.rmtree(self.tmp_path, ignore_errors=True)
-
-
-def test_sigkill_and_restart_matches_an_uninterrupted_run(tmp_path: Path) -> None:
-    """Killed twice (between micro-batches, as seen from outside; inside sqlwin's commit of the micro-batch that
-    fires and expires windows at once), then run to the end: the same rows and micro_batch values as one run."""
-    early = EarlyScenario.current
-    resumed, expected = early.future.result(timeout=1800) if early is not None else sigkill_scenario(tmp_path)
     assert resumed == expected
     # the input exercises what exactly-once has to get right: LATE panes, late rows, many micro-batches
     custom = [json.loads(r) for r in expected["custom"]]
