@@ -226,7 +226,7 @@ SHAPES = [
     "SELECT window_end, {keys}COUNT(*) FROM {tvf} GROUP BY window_index, {keys}window_end "
     "HAVING MAX(v) >= 0 AND window_end > TIMESTAMP '2024-03-01 00:05:00'",
 ]
-SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
 
 
 @SETTINGS

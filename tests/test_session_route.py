@@ -140,7 +140,7 @@ SHAPES = [
     "SELECT {keys}window_time, COUNT(*) FROM {tvf} GROUP BY window_end, {keys}window_start, window_time "
     "HAVING MAX(v) >= 0 AND window_end > TIMESTAMP '2024-03-01 00:10:00'",
 ]
-SETTINGS = settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 
 
 @SETTINGS
