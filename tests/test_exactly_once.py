@@ -3,7 +3,7 @@ and started again on the same folder ends with exactly the sink and late rows of
 
 The SIGKILL tests run each Spark in its own process group (driver, JVM and Python workers die together), over
 one folder of small JSON files read one per micro-batch (``maxFilesPerTrigger 1``), so every run cuts the input
-into the same micro-batches. Both paths run side by side in each process: the custom path (ALLOWED LATENESS,
+into the same micro-batches (the kills land where sqlwin's code runs, not inside Spark's planning: see DRIVER). Both paths run side by side in each process: the custom path (ALLOWED LATENESS,
 LATE ROWS TO) and the native one (TUMBLE, default emission, lateness 0).
 """
 
@@ -46,15 +46,41 @@ from sqlwin.streaming import catalog
 def die():  # the whole process group: this driver, its JVM and the Python workers
     os.killpg(os.getpgid(0), signal.SIGKILL)
 
-# KILL_AT=K dies in sqlwin's commit of micro-batch K of the custom path: its sink, its late rows and the
-# garbage collection of expired windows' rows are done, state/K.json is not written. Polling the disk from
-# outside cannot land on that instant.
+# A kill must not land inside Spark's own planning of a micro-batch: killed between the file source's log entry
+# for batch N and the offset log's, Spark reads the logged file *and* the next one in batch N on restart (its
+# file source adds a new log entry instead of replaying the orphan), so the input is cut differently from an
+# uninterrupted run. The kills below happen where sqlwin's code runs, at points fixed in advance.
+#
+# KILL_INSIDE=N dies inside micro-batch N of both paths at once: offsets logged, the native path's sink folder
+# written, nothing committed. KILL_AT=K dies in sqlwin's commit of micro-batch K of the custom path (its sink,
+# its late rows and the garbage collection of expired windows' rows done, state/K.json not written), once the
+# native path has read every file.
+import threading
+kill_inside = int(os.environ.get("KILL_INSIDE", "-1"))
 kill_at = int(os.environ.get("KILL_AT", "-1"))
+tables = []
+if kill_inside >= 0:
+    from sqlwin.streaming.operator import MicroBatchOperator
+    from sqlwin.streaming.sinks import BatchSink
+    both_inside = threading.Barrier(2)
+    run_batch, write = MicroBatchOperator.run_batch, BatchSink.write
+    def custom_batch(self, batch_df, batch_id):
+        if batch_id == kill_inside:
+            both_inside.wait(300)
+            die()
+        run_batch(self, batch_df, batch_id)
+    def native_write(self, df, batch):
+        write(self, df, batch)
+        if batch == kill_inside and self.name == {native!r}:
+            both_inside.wait(300)
+            die()
+    MicroBatchOperator.run_batch, BatchSink.write = custom_batch, native_write
 if kill_at >= 0:
     from sqlwin.streaming.state import StateStore
     commit = StateStore.commit
     def killing_commit(self, batch, data):
         if batch == kill_at and {custom!r} in self.root:
+            tables[1].process_all_available()
             die()
         commit(self, batch, data)
     StateStore.commit = killing_commit
@@ -67,7 +93,7 @@ query = ("SELECT window_start, window_end, k, SUM(v) AS s, COUNT(*) AS c "
 sqlwin.sql(spark, f"CREATE STREAMING TABLE {custom} AS {{query}} ALLOWED LATENESS INTERVAL 5 SECONDS "
                   "LATE ROWS TO c_late")
 sqlwin.sql(spark, f"CREATE STREAMING TABLE {native} AS {{query}}")
-tables = [catalog.find_table(n) for n in ({custom!r}, {native!r})]
+tables += [catalog.find_table(n) for n in ({custom!r}, {native!r})]
 assert [t.path for t in tables] == ["custom", "native"], [t.path for t in tables]
 for table in tables:
     table.process_all_available()
@@ -125,28 +151,15 @@ def settle(driver: Driver, again: Callable[[], Driver], attempts: int = 3) -> di
     raise AssertionError("unreachable")
 
 
-def running_at(start: Callable[[], Driver], condition: Callable[[], bool]) -> Driver:
-    """A run that is still going once ``condition`` holds (started again if Spark's worker timeout failed it)."""
-    for _ in range(3):
-        driver = start()
-        wait_until(lambda d=driver: d.proc.poll() is not None or condition(), 300, "the kill point")
-        if driver.proc.poll() is None:
-            return driver
-        with contextlib.suppress(WorkerTimeout):
-            driver.finish(timeout=60)
-            raise AssertionError("the run ended before the kill point")
-    raise AssertionError("Spark's Python worker timed out 3 times")
-
-
 class Driver:
     """One run of the driver script in its own process group, over streaming root ``root``."""
 
-    def __init__(self, work: Path, root: Path, folder: Path, kill_at: int | None = None):
+    def __init__(self, work: Path, root: Path, folder: Path, **kill: int):
         work.mkdir(parents=True, exist_ok=True)
         script = work / "driver.py"
         script.write_text(DRIVER.format(root=str(ROOT), folder=folder, custom=CUSTOM, native=NATIVE,
                                         sink=SINK_COLUMNS, late=LATE_COLUMNS))
-        env = base_env(SQLWIN_STREAMING_DIR=str(root), **({"KILL_AT": str(kill_at)} if kill_at else {}))
+        env = base_env(SQLWIN_STREAMING_DIR=str(root), **{k.upper(): str(v) for k, v in kill.items()})
         self.log = open(work / "log.txt", "w+")  # noqa: SIM115 (closed in finish)
         # no `nice` here: the child inherits pytest's, and a second one starves its Python workers past Spark's
         # fixed 10 s connect-back timeout on a loaded machine
@@ -207,8 +220,9 @@ def sqlwin_commits(root: Path) -> int:
 
 
 def test_sigkill_and_restart_matches_an_uninterrupted_run(tmp_path: Path) -> None:
-    """Killed twice (between micro-batches, as seen from outside; inside sqlwin's commit of the micro-batch that
-    fires and expires windows at once), then run to the end: the same rows and micro_batch values as one run."""
+    """Killed twice (inside micro-batch 2 of both paths, the native sink written; inside sqlwin's commit of the
+    micro-batch that fires and expires windows at once), then run to the end: the same rows and micro_batch
+    values as one run."""
     folder = tmp_path / "in"
     write_input(folder)
     ref_root = tmp_path / "ref_root"
@@ -219,10 +233,11 @@ def test_sigkill_and_restart_matches_an_uninterrupted_run(tmp_path: Path) -> Non
         return Driver(tmp_path / "ref", ref_root, folder)
 
     root = tmp_path / "root"
-    running_at(lambda: Driver(tmp_path / "run1", root, folder),
-               lambda: min(spark_commits(root, CUSTOM), spark_commits(root, NATIVE)) >= 2).kill()
+    first = lambda: Driver(tmp_path / "run1", root, folder, kill_inside=2)  # noqa: E731
+    assert settle(first(), first) is None
+    assert spark_commits(root, CUSTOM) == spark_commits(root, NATIVE) == 2
+    assert (root / NATIVE / "data" / "micro_batch=2").is_dir()  # written, then killed: the restart replaces it
     # one micro-batch a file while files remain: micro-batch JUMP + 1 is the one after the jump
-    assert sqlwin_commits(root) < JUMP + 1 and spark_commits(root, NATIVE) < FILES, "killed too late in the run"
     second = lambda: Driver(tmp_path / "run2", root, folder, kill_at=JUMP + 1)  # noqa: E731
     assert settle(second(), second) is None
     assert sqlwin_commits(root) == JUMP  # its sink and late rows written, expired rows deleted, not committed
