@@ -12,9 +12,14 @@ os.environ["TZ"] = "UTC"
 time.tzset()
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """tests/test_dbt.py right after tests/test_install_extras.py, whose dbt extra's build it then checks (one
-    `dbt build` of the project per run, not two)."""
+    `dbt build` of the project per run, not two). Under pytest-xdist (``--dist loadgroup``) a file's tests run
+    in one worker (its module fixtures, such as a Thrift server, start once), and those two files in the same one."""
+    for item in items:
+        name = item.path.stem
+        item.add_marker(pytest.mark.xdist_group("dbt" if name in ("test_dbt", "test_install_extras") else name))
     dbt = [item for item in items if item.path.name == "test_dbt.py"]
     rest = [item for item in items if item.path.name != "test_dbt.py"]
     extras = [i for i, item in enumerate(rest) if item.path.name == "test_install_extras.py"]
@@ -23,10 +28,11 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 
 @pytest.fixture(scope="session")
-def spark():
+def spark(tmp_path_factory: pytest.TempPathFactory):
     from sqlwin.session import local_session
 
-    session = local_session("sqlwin-tests")
+    # each pytest-xdist worker has its own session: its own warehouse, so that tables of one name do not clash
+    session = local_session("sqlwin-tests", {"spark.sql.warehouse.dir": str(tmp_path_factory.mktemp("warehouse"))})
     yield session
     session.stop()
 
