@@ -3,8 +3,9 @@ and started again on the same folder ends with exactly the sink and late rows of
 
 The SIGKILL tests run each Spark in its own process group (driver, JVM and Python workers die together), over
 one folder of small JSON files read one per micro-batch (``maxFilesPerTrigger 1``), so every run cuts the input
-into the same micro-batches (the kills land where sqlwin's code runs, not inside Spark's planning: see DRIVER). Both paths run side by side in each process: the custom path (ALLOWED LATENESS,
-LATE ROWS TO) and the native one (TUMBLE, default emission, lateness 0).
+into the same micro-batches (the kills land where sqlwin's code runs, not inside Spark's planning: see DRIVER).
+Both paths run side by side in each process: the custom path (ALLOWED LATENESS, LATE ROWS TO) and the native
+one (TUMBLE, default emission, lateness 0).
 """
 
 from __future__ import annotations
