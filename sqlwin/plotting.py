@@ -8,7 +8,8 @@ to LATE ROWS TO), the watermark in force in each micro-batch is a step line, eac
 and each pane a bar over its window at the micro-batch that emitted it, labelled with its timing and value.
 
 The data comes from the replay itself: the real operator's steps are recorded while the script runs
-(``recording``), so the micro-batch numbers and watermark steps drawn are exactly the replay's.
+(``recording``, from ``sqlwin.streaming.trace``), so the micro-batch numbers and watermark steps drawn are
+exactly the replay's.
 matplotlib is an optional dependency (``pip install 'sqlwin[plot]'``).
 """
 
@@ -16,27 +17,16 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlwin.core.panes import MAX_TIME, MIN_TIME
 from sqlwin.errors import SqlwinError
+from sqlwin.streaming.trace import ReplayRun, recording
 
 PANE_COLUMNS = ("window_start", "window_end", "window_time", "pane_index", "pane_timing", "is_final", "micro_batch")
 BOUND_COLUMNS = ("window_start", "window_end", "window_time")
 TIMING_COLORS = {"EARLY": "#1f77b4", "ON_TIME": "#2ca02c", "LATE": "#ff7f0e"}
-
-
-@dataclass
-class Step:
-    """One step of the replay operator: its micro-batch number (None: it did nothing and took none)."""
-
-    micro_batch: int | None
-    has_data: bool
-    watermark: int  # in force during the step (epoch micros; MIN_TIME / MAX_TIME for -/+ infinity)
 
 
 @dataclass
@@ -53,69 +43,6 @@ class PanePicture:
     windowed: bool = True  # False: the global window, whose panes span the whole drawn range
 
 
-@dataclass
-class _Run:
-    shape: Any
-    result: Any
-    steps: list[Step]
-    statement: str = ""  # the statement's text as the script runner ran it (positions errors in the script)
-
-
-@contextmanager
-def recording() -> Iterator[list[_Run]]:
-    """While active, every replay records its operator's steps (one ``_Run`` per replayed query).
-
-    The operator's ``step`` is wrapped on its class, so every operator a replay uses records, whichever
-    subclass it is (the planned replay's too); only the thread running the replay records (live streaming
-    tables step in their own threads)."""
-    from sqlwin.streaming import replay as replay_module
-    from sqlwin.streaming import statements as statements_module
-    from sqlwin.streaming.operator import MicroBatchOperator
-
-    runs: list[_Run] = []
-    local = threading.local()  # .steps: the steps of the replay this thread runs
-    statement: list[str] = []
-    original_step, original_replay = MicroBatchOperator.step, replay_module.replay
-    original_execute = statements_module.execute
-
-    def step(self: Any, spark: Any, data: Any, processing_time: int, end_of_input: bool = False,
-             source_batch: int | None = None) -> list:
-        number, before = self.next_batch, self.watermark
-        panes = original_step(self, spark, data, processing_time, end_of_input=end_of_input,
-                              source_batch=source_batch)
-        steps = getattr(local, "steps", None)
-        if steps is not None:
-            # a data batch runs with the watermark of the previous batch; a no-data batch with its own
-            # (end of input: +infinity; idle streams: advanced by processing time)
-            in_force = before if data is not None else self.watermark
-            steps.append(Step(number if self.next_batch > number else None, data is not None, in_force))
-        return panes
-
-    def traced(spark: Any, shape: Any, *args: Any, **kwargs: Any) -> Any:
-        local.steps = steps = []
-        try:
-            result = original_replay(spark, shape, *args, **kwargs)
-        finally:
-            local.steps = None
-        runs.append(_Run(shape, result, steps, statement[-1] if statement else ""))
-        return result
-
-    def executing(spark: Any, text: str, plan: object) -> Any:
-        statement.append(text)
-        try:
-            return original_execute(spark, text, plan)
-        finally:
-            statement.pop()
-
-    MicroBatchOperator.step = step  # type: ignore[method-assign]
-    replay_module.replay, statements_module.execute = traced, executing
-    try:
-        yield runs
-    finally:
-        MicroBatchOperator.step = original_step  # type: ignore[method-assign]
-        replay_module.replay, statements_module.execute = original_replay, original_execute
-
-
 def pane_pictures(spark: Any, text: str, value: str | None = None) -> list[PanePicture]:
     """Run the script ``text`` and return one picture per query over a replay stream."""
     import sqlwin
@@ -129,7 +56,7 @@ def pane_pictures(spark: Any, text: str, value: str | None = None) -> list[PaneP
     return pictures_of(spark, runs, text, value)
 
 
-def pictures_of(spark: Any, runs: list[_Run], script: str, value: str | None = None) -> list[PanePicture]:
+def pictures_of(spark: Any, runs: list[ReplayRun], script: str, value: str | None = None) -> list[PanePicture]:
     """One picture per recorded replay of ``script``; a query that cannot be drawn is a SqlwinError
     positioned in ``script``."""
     pictures = []
@@ -150,7 +77,7 @@ def in_script(err: SqlwinError, script: str, statement: str) -> SqlwinError:
     return SqlwinError(err.message, err.line + line, (err.col or 1) + col if err.line == 1 else err.col)
 
 
-def picture(spark: Any, run: _Run, value: str | None = None) -> PanePicture:
+def picture(spark: Any, run: ReplayRun, value: str | None = None) -> PanePicture:
     """The panel of one recorded replay: arrival of every row, watermark steps, panes and dropped rows.
 
     A pane is drawn over its window as far as the query selects its bounds (``window_start``, and

@@ -66,3 +66,27 @@ def test_cli_replay_plot_reports_the_missing_bounds_at_the_query(spark, tmp_path
     assert "select window_start and window_end" in err and "Traceback" not in err and "KeyError" not in err
     assert f"{script}:{line}:" in err
     assert not png.exists()
+
+
+def test_replays_are_recorded_only_in_the_thread_that_records():
+    """A recording sees the replays its own thread runs (and nested recordings see them too), only once they
+    have returned; another thread's replays, like a live table's micro-batches, are not recorded."""
+    import threading
+
+    from sqlwin.streaming import trace
+
+    with trace.replayed("unrecorded", "") as run:
+        assert run is None
+        trace.step(0, True, 0)  # nothing records: a no-op
+    with trace.recording() as outer, trace.recording() as inner:
+        with trace.replayed("shape", "SELECT 1") as run:
+            trace.step(0, True, 5)
+            trace.step(None, False, 5)
+            other = threading.Thread(target=trace.step, args=(7, True, 9))
+            other.start()
+            other.join()
+            run.result = "panes"
+        with pytest.raises(RuntimeError), trace.replayed("failing", "SELECT 2"):
+            raise RuntimeError("the replay failed")
+    assert outer == inner == [trace.ReplayRun("shape", "SELECT 1", [trace.Step(0, True, 5),
+                                                                    trace.Step(None, False, 5)], "panes")]

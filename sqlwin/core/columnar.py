@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sqlwin.core.panes import MAX_TIME
+from sqlwin.core.panes import MAX_TIME, fired_table
 from sqlwin.plan import triggers as plan
 
 KEY = ["key", "start", "end"]
@@ -99,6 +99,21 @@ class FiredPanes:
         lows = self.frame["lo"].to_numpy()
         lows = lows[lows >= 0]
         return set(range(int(lows.min()), batch + 1)) if len(lows) else set()
+
+    def to_arrow(self, batch: int) -> Any:
+        """The panes as ``fired_table``: a pane reads the micro-batches ``[lo, batch]`` (none when ``lo`` is
+        -1), built as one list array without a Python object per pane."""
+        import pyarrow as pa
+
+        frame = self.frame
+        lo = frame["lo"].to_numpy(np.int64)
+        lengths = np.where(lo >= 0, batch - lo + 1, 0)
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+        values = np.arange(offsets[-1], dtype=np.int64) + np.repeat(np.where(lo >= 0, lo, 0) - offsets[:-1],
+                                                                    lengths)
+        return fired_table([frame["key"].to_numpy(object), frame["start"].to_numpy(), frame["end"].to_numpy(),
+                            frame["pane_index"].to_numpy(), frame["pane_timing"].to_numpy(object),
+                            frame["is_final"].to_numpy(), pa.ListArray.from_arrays(offsets, values)])
 
 
 class ColumnarPanes:

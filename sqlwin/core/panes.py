@@ -36,7 +36,7 @@ Time is integer microseconds (``sqlwin.core.timeunits``); ``MIN_TIME``/``MAX_TIM
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,6 +75,47 @@ class Pane:
     rows: tuple
     new_rows: tuple
     evicted: tuple = ()
+
+
+WindowKey = tuple[str, int, int]  # (keys as JSON, window start, window end), microseconds
+FIRED_COLUMNS = ("key", "start", "end", "pane_index", "pane_timing", "is_final", "tokens")
+
+
+def fired_table(columns: Sequence[Any]) -> Any:
+    """The panes of a micro-batch as one Arrow table (``FIRED_COLUMNS``), the form Spark reads them in.
+    ``tokens`` lists the micro-batches whose stored rows a pane reads."""
+    import pyarrow as pa
+
+    types = [pa.string(), pa.int64(), pa.int64(), pa.int32(), pa.string(), pa.bool_(), pa.list_(pa.int64())]
+    arrays = [c if isinstance(c, pa.Array) else pa.array(c, t) for c, t in zip(columns, types, strict=True)]
+    return pa.table(arrays, names=list(FIRED_COLUMNS))
+
+
+@dataclass
+class FiredPaneList:
+    """The panes a per-window driver (``PaneDriver``) fired in one micro-batch, one per window. The columnar
+    driver's ``FiredPanes`` answers the same three questions: how many, which micro-batches they read, and
+    the panes as a table."""
+
+    pairs: list[tuple[WindowKey, Pane]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def __iter__(self) -> Iterator[tuple[WindowKey, Pane]]:
+        return iter(self.pairs)
+
+    def append(self, window: WindowKey, pane: Pane) -> None:
+        self.pairs.append((window, pane))
+
+    def batches(self, batch: int) -> set[int]:
+        """Every micro-batch some pane reads (a pane's ``rows`` are the micro-batches that added to it)."""
+        return {b for _, p in self.pairs for b in p.rows}
+
+    def to_arrow(self, batch: int) -> Any:
+        records = [(k, s, e, p.index, p.timing.value, p.is_final, sorted(set(p.rows)))
+                   for (k, s, e), p in self.pairs]
+        return fired_table([list(c) for c in zip(*records, strict=True)] if records else [[] for _ in FIRED_COLUMNS])
 
 
 @dataclass(frozen=True)

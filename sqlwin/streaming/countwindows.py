@@ -34,7 +34,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from sqlwin.core.panes import MAX_TIME, MIN_TIME
+from sqlwin.core.panes import MAX_TIME, MIN_TIME, FiredPaneList
 from sqlwin.dialect import nodes as n
 from sqlwin.errors import SqlwinError
 from sqlwin.plan.windows import COUNT_WINDOW_COLUMNS, CountForm
@@ -379,12 +379,12 @@ class CountWindowAssigner:
         op.store_rows(rows, batch, count)
 
     # -- 4. panes -----------------------------------------------------------------------------
-    def drive(self, accepted: dict, batch: int, watermark: int, processing_time: int) -> tuple[list, int]:
+    def drive(self, accepted: dict, batch: int, watermark: int, processing_time: int) -> tuple[FiredPaneList, int]:
         """The pane driver over the count windows: those that got rows and those whose timers are due (with
         the watermark short of their end: they are still filling), then, for each window complete now, one
         more call with the watermark at its end: its ON_TIME (and final) pane, and it expires."""
         op = self.op
-        fired: list = []
+        fired = FiredPaneList()
         expired = 0
         if watermark >= MAX_TIME:  # the input ended: windows still filling never complete (the batch rule)
             for window in [w for w in op.windows if w not in self.completing]:
@@ -398,7 +398,7 @@ class CountWindowAssigner:
             count = accepted.get(window, 0)
             outcome = op.driver.process(state, [batch] if count else [], filling, processing_time, count=count)
             if outcome.pane is not None:
-                fired.append(((window[0], window[1], self._end_so_far(window)), outcome.pane))
+                fired.append((window[0], window[1], self._end_so_far(window)), outcome.pane)
         for window, end in self.completing.items():
             state = op.windows.pop(window)
             expired += 1
@@ -407,7 +407,7 @@ class CountWindowAssigner:
             state.end = end  # the watermark of its rows passes its end now
             outcome = op.driver.process(state, [], MAX_TIME, processing_time)
             if outcome.pane is not None:
-                fired.append(((window[0], window[1], end), outcome.pane))
+                fired.append((window[0], window[1], end), outcome.pane)
         return fired, expired
 
     def _end_so_far(self, window: tuple) -> int:

@@ -38,6 +38,7 @@ from sqlwin.plan.windows import NESTED_TYPE_PREFIXES, TimeType, WindowKind
 from sqlwin.streaming.state import StateStore
 
 if TYPE_CHECKING:
+    from sqlwin.core.panes import FiredPaneList
     from sqlwin.streaming.shape import StreamingShape
 
 D = "spark"
@@ -158,7 +159,7 @@ class SparkEvictor:
         return rows
 
     # -- at each firing -----------------------------------------------------------------------
-    def at_firing(self, spark: Any, fired: list, batch: int) -> None:
+    def at_firing(self, spark: Any, fired: FiredPaneList, batch: int) -> None:
         """Evict over the fired panes' contents; the pane views then hold what each pane aggregates."""
         from pyspark.sql import functions as F
 
@@ -183,7 +184,7 @@ class SparkEvictor:
             self._rows.join(evicted, IDENTITY, "left_anti").createOrReplaceTempView(self.op.views.rows)
             spark.sql(self.op.relation_sql).createOrReplaceTempView(self.op.views.relation)
 
-    def _retain(self, fired: list, stats: list) -> None:
+    def _retain(self, fired: FiredPaneList, stats: list) -> None:
         """Each window that stays open keeps the tokens that still hold a row it kept."""
         kept: dict[tuple, set[int]] = {}
         for r in stats:

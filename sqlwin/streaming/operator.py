@@ -30,16 +30,19 @@ from typing import Any
 
 from sqlwin.core.columnar import ColumnarPanes, ComparisonTrigger, FiredPanes
 from sqlwin.core.panes import (
+    FIRED_COLUMNS,
     MAX_TIME,
     MIN_TIME,
-    Pane,
+    FiredPaneList,
     PaneDriver,
     QueryWatermark,
     WatermarkTracker,
+    WindowKey,
     WindowState,
 )
 from sqlwin.plan.statements import CreateStream
 from sqlwin.plan.windows import WindowKind
+from sqlwin.streaming import trace
 from sqlwin.streaming.countwindows import CountWindowAssigner
 from sqlwin.streaming.evictors import SparkEvictor
 from sqlwin.streaming.maxsessions import MaxDurationSessions
@@ -50,8 +53,7 @@ from sqlwin.streaming.sinks import BatchSink
 from sqlwin.streaming.sources import SOURCE_COLUMN, TICK_COLUMN, TickFile
 from sqlwin.streaming.state import StateStore, now_micros
 
-WindowKey = tuple[str, int, int]  # (keys as JSON, window start, window end), microseconds
-Fired = list[tuple[WindowKey, Pane]] | FiredPanes  # the panes of a micro-batch: PaneDriver's, or the columnar ones
+Fired = FiredPaneList | FiredPanes  # the panes of a micro-batch: PaneDriver's, or the columnar ones
 LATE = "late"
 CLOSED = "window closed"
 
@@ -120,7 +122,7 @@ class MicroBatchOperator:
         self.relation_sql = self.query.relation_sql(stored_columns, self.key_ddl)
         self.pane_sql = self.query.pane_sql()
         spark = self.spark
-        self._register_pane_inputs(spark, [], None)
+        self._register_pane_inputs(spark, FiredPaneList(), None)
         self.sink.set_schema(spark.sql(self.pane_sql).schema)
         self.sink.register(spark)
         if self.late_sink is not None:
@@ -213,7 +215,7 @@ class MicroBatchOperator:
             data.unpersist()
 
     def step(self, spark: Any, data: Any, processing_time: int, end_of_input: bool = False,
-             source_batch: int | None = None) -> list:
+             source_batch: int | None = None) -> Fired:
         """Process one micro-batch (rows ``data``, or None for a no-data batch); returns the panes fired.
 
         It is numbered ``self.next_batch`` if it does something (brings rows, fires or expires a window,
@@ -258,6 +260,10 @@ class MicroBatchOperator:
         elif source_batch is not None:
             self.last_source_batch = source_batch
         self._ask_for_next_batch(source_batch)
+        # a data batch runs with the watermark of the previous batch; a no-data batch with its own (end of
+        # input: +infinity; idle streams: advanced by processing time)
+        trace.step(batch if self.next_batch > batch else None, data is not None,
+                   start if data is not None else self.tracker.current)
         return panes
 
     def _read(self, data: Any, processing_time: int) -> tuple[int, list[int | None]]:
@@ -483,7 +489,7 @@ class MicroBatchOperator:
             return self.columnar.step(accepted, batch, watermark)
         if self.counts is not None:
             return self.counts.drive(accepted, batch, watermark, processing_time)
-        fired: list[tuple[WindowKey, Pane]] = []
+        fired = FiredPaneList()
         expired = 0
         due = [w for w, s in self.windows.items() if w not in accepted and self._due(s, watermark, processing_time)]
         for window in [*accepted, *due]:
@@ -492,7 +498,7 @@ class MicroBatchOperator:
             outcome = self.driver.process(state, [self._token(batch)] if count else [], watermark, processing_time,
                                           count=count)
             if outcome.pane is not None:
-                fired.append((window, outcome.pane))
+                fired.append(window, outcome.pane)
             if outcome.expired:
                 expired += 1
                 self.windows.pop(window, None)
@@ -524,40 +530,26 @@ class MicroBatchOperator:
                     "tokens array<bigint>")
 
     def _fired_frame(self, spark: Any, fired: Fired, batch: int) -> Any:
-        """The fired panes as Spark reads them, each with the micro-batches (``tokens``) whose rows it reads
-        (a columnar pane reads the range ``[lo, batch]``). They go to Spark as a parquet file: as a local
-        DataFrame, tens of thousands of panes cost seconds per query (the optimizer evaluates expressions
-        over a LocalRelation row by row on the driver, every time a query over it is planned)."""
-        import numpy as np
-        import pyarrow as pa
+        """The fired panes as Spark reads them, each with the micro-batches (``tokens``) whose rows it reads.
+        They go to Spark as a parquet file: as a local DataFrame, tens of thousands of panes cost seconds per
+        query (the optimizer evaluates expressions over a LocalRelation row by row on the driver, every time a
+        query over it is planned)."""
         import pyarrow.parquet as pq
 
-        if isinstance(fired, FiredPanes):
-            frame = fired.frame
-            lo = frame["lo"].to_numpy(np.int64)
-            lengths = np.where(lo >= 0, batch - lo + 1, 0)
-            offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
-            values = np.arange(offsets[-1], dtype=np.int64) + np.repeat(np.where(lo >= 0, lo, 0) - offsets[:-1],
-                                                                        lengths)
-            columns = [frame["key"].to_numpy(object), frame["start"].to_numpy(), frame["end"].to_numpy(),
-                       frame["pane_index"].to_numpy(), frame["pane_timing"].to_numpy(object),
-                       frame["is_final"].to_numpy(), pa.ListArray.from_arrays(offsets, values)]
-        else:
-            records = [(k, s, e, p.index, p.timing.value, p.is_final, sorted(set(p.rows))) for (k, s, e), p in fired]
-            columns = [list(c) for c in zip(*records, strict=True)] if records else [[] for _ in range(7)]
-        types = [pa.string(), pa.int64(), pa.int64(), pa.int32(), pa.string(), pa.bool_(), pa.list_(pa.int64())]
-        names = ["__key", "__ws", "__we", "pane_index", "pane_timing", "is_final", "tokens"]
-        arrays = [c if isinstance(c, pa.Array) else pa.array(c, t) for c, t in zip(columns, types, strict=True)]
-        table = pa.table(arrays, names=names)
         path = self.store.scratch_file("fired", batch)
-        pq.write_table(table, path)
+        pq.write_table(self._fired_table(fired, batch), path)
         return spark.read.schema(self.FIRED_SCHEMA).parquet(path)
+
+    @staticmethod
+    def _fired_table(fired: Fired, batch: int) -> Any:
+        """``fired`` as Arrow, in ``FIRED_SCHEMA``'s names."""
+        return fired.to_arrow(batch).rename_columns(["__key", "__ws", "__we", *FIRED_COLUMNS[3:]])
 
     def _emit(self, spark: Any, fired: Fired, batch: int) -> None:
         if not fired:
             self.sink.clear(batch)
             return
-        batches = fired.batches(batch) if isinstance(fired, FiredPanes) else {b for _, p in fired for b in p.rows}
+        batches = fired.batches(batch)
         self._register_pane_inputs(spark, fired, batches, batch)
         if self.evictor is not None:
             self.evictor.at_firing(spark, fired, batch)

@@ -34,9 +34,9 @@ from typing import Any
 
 from sqlglot import exp
 
-from sqlwin.core.panes import MAX_TIME, MIN_TIME, Pane
+from sqlwin.core.panes import MAX_TIME, MIN_TIME, FiredPaneList, Pane, WindowKey
 from sqlwin.plan.windows import Column
-from sqlwin.streaming.operator import CLOSED, LATE, MicroBatchOperator, WindowKey
+from sqlwin.streaming.operator import CLOSED, LATE, MicroBatchOperator
 from sqlwin.streaming.panequery import PaneQuery
 from sqlwin.streaming.shape import StreamingShape
 from sqlwin.streaming.sinks import BatchSink
@@ -292,7 +292,7 @@ class PlannedReplay(MicroBatchOperator):
             self.counters["late_rows_dropped"] += n
         return accepted
 
-    def _emit(self, spark: Any, fired: list[tuple[WindowKey, Pane]], batch: int) -> None:
+    def _emit(self, spark: Any, fired: FiredPaneList, batch: int) -> None:
         self.fired.extend((window, pane, batch) for window, pane in fired)
 
     def _collect_garbage(self) -> list[int]:
@@ -304,29 +304,38 @@ class PlannedReplay(MicroBatchOperator):
     # -- the Spark work, at the end -----------------------------------------------------------
     def _panes(self) -> Any:
         """Every fired pane, by one job (or one per micro-batch where the query around the aggregation
-        could mix the panes of different micro-batches: a LIMIT, an outer aggregation, a window function)."""
+        could mix the panes of different micro-batches: a LIMIT, an outer aggregation, a window function).
+        The fired panes reach Spark as parquet, as in a streaming table (``_fired_frame``): a file, or a file
+        per micro-batch (a filter on one file would do, but Spark 4.3 then fails to union the parts: their
+        checkpoints keep the filter's constraint on an attribute the union cannot map)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
         spark = self.spark
-        schema = ("__key string, __ws bigint, __we bigint, pane_index int, pane_timing string, is_final boolean, "
-                  "tokens array<bigint>, micro_batch int")
-        records = [(k, s, e, p.index, p.timing.value, p.is_final, sorted(set(p.rows)), mb)
-                   for (k, s, e), p, mb in self.fired]
+        schema = self.FIRED_SCHEMA + ", micro_batch int"
+        table = self._fired_table(FiredPaneList([(w, p) for w, p, _ in self.fired]), 0)
+        batches = [mb for _, _, mb in self.fired]  # in firing order: a micro-batch's panes are contiguous
+        table = table.append_column("micro_batch", pa.array(batches, pa.int32()))
         self.stored.drop("__n").createOrReplaceTempView(self.views.rows)
         extra = ("micro_batch",)
         relation = self.query.relation_sql(self._stored_columns(), self.key_ddl, extra)
+        folder = os.path.join(self.store.root, "fired")
+        os.makedirs(folder, exist_ok=True)
+
+        def panes_of(part: Any, name: str) -> Any:
+            path = os.path.join(folder, f"{name}.parquet")
+            pq.write_table(part, path)
+            spark.read.schema(schema).parquet(path).createOrReplaceTempView(self.views.fired)
+            spark.sql(relation).createOrReplaceTempView(self.views.relation)
+            return spark.sql(self.query.pane_sql(extra))
+
         if not _mixes_panes(self.shape):
-            spark.createDataFrame(records, schema).createOrReplaceTempView(self.views.fired)
-            spark.sql(relation).createOrReplaceTempView(self.views.relation)
-            return spark.sql(self.query.pane_sql(extra)).orderBy("micro_batch").localCheckpoint()
-        parts = []
-        for mb in sorted({r[-1] for r in records}):
-            spark.createDataFrame([r for r in records if r[-1] == mb], schema) \
-                .createOrReplaceTempView(self.views.fired)
-            spark.sql(relation).createOrReplaceTempView(self.views.relation)
-            parts.append(spark.sql(self.query.pane_sql(extra)).localCheckpoint())
-        if not parts:
-            spark.createDataFrame([], schema).createOrReplaceTempView(self.views.fired)
-            spark.sql(relation).createOrReplaceTempView(self.views.relation)
-            return spark.sql(self.query.pane_sql(extra)).localCheckpoint()
+            return panes_of(table, "all").orderBy("micro_batch").localCheckpoint()
+        starts = [i for i, mb in enumerate(batches) if i == 0 or mb != batches[i - 1]]
+        parts = [panes_of(table.slice(lo, hi - lo), str(n)).localCheckpoint()
+                 for n, (lo, hi) in enumerate(zip(starts, [*starts[1:], len(table)], strict=True))]
+        if not parts:  # no pane: the query over none, once
+            return panes_of(table, "all").localCheckpoint()
         result = parts[0]
         for part in parts[1:]:
             result = result.unionByName(part)

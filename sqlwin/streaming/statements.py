@@ -11,7 +11,7 @@ from sqlglot import exp
 from sqlwin.errors import SqlwinError
 from sqlwin.plan import statements as st
 from sqlwin.results import StatementResult
-from sqlwin.streaming import catalog
+from sqlwin.streaming import catalog, trace
 from sqlwin.streaming.shape import analyse
 from sqlwin.streaming.sources import stream_dataframe
 from sqlwin.streaming.tables import StreamingTable
@@ -56,7 +56,12 @@ def execute(spark: Any, text: str, plan: object) -> StatementResult:
     if any(isinstance(s, st.CreateReplayStream) for s in streams.values()):
         from sqlwin.streaming.replay import replay
 
-        return StatementResult(text, dataframe=replay(spark, analyse(plan, streams)))
+        shape = analyse(plan, streams)
+        with trace.replayed(shape, text) as run:
+            panes = replay(spark, shape)
+            if run is not None:
+                run.result = panes
+        return StatementResult(text, dataframe=panes)
     if isinstance(plan.node, exp.Insert):
         target = plan.node.this
         name = (target.this if isinstance(target, exp.Schema) else target).name
