@@ -302,14 +302,22 @@ def test_stop_and_create_again_resumes_custom_path(spark, stream) -> None:
     assert (status.rows_in, status.late_rows_dropped, status.micro_batches) == (7, 1, 7)
 
 
-def test_stop_and_create_again_resumes_native_path(spark, stream) -> None:
+@pytest.mark.parametrize("again", ["CREATE STREAMING TABLE resume_n AS", "INSERT INTO resume_n",
+                                   "INSERT INTO resume_n (another process)"])
+def test_stop_and_create_again_resumes_native_path(spark, stream, again) -> None:
+    """Started again by the same statement, or by INSERT INTO the stopped table (GRAMMAR 5: into an existing
+    sink), here or in a process that only finds the table's folder, the table continues where it stopped."""
     sql = f"CREATE STREAMING TABLE resume_n AS {QUERY}"
     table = start(spark, sql)
     assert table.path == "native"
     stream.feed(BATCHES[:2], table)
     table.stop()
+    if again.endswith("(another process)"):  # streaming tables are per process: this one knows only the folder
+        catalog.remove_table("resume_n")
+        again = again.split(" (")[0]
     stream.write(BATCHES[2])
-    table = start(spark, sql)
+    sqlwin.sql(spark, f"{again} {QUERY}")
+    table = catalog.find_table("resume_n")
     table.process_all_available()
     stream.feed(BATCHES[3:], table)
     out = rows_of(spark.table("resume_n"), ["window_start", "k", "s", "c", "pane_index", "pane_timing", "is_final"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 
 import pytest
 
@@ -143,6 +144,45 @@ def test_query_over_a_stream_needs_a_streaming_table(spark, env):
     with pytest.raises(SqlwinError, match="CREATE STREAMING TABLE"):
         sqlwin.sql(spark, f"SELECT window_start, COUNT(*) FROM TUMBLE(TABLE {s}, DESCRIPTOR(ts), INTERVAL 1 MINUTE) "
                           "GROUP BY window_start, window_end")
+
+
+
+def tumble(s: str, late: str | None = None) -> str:
+    """A TUMBLE query over stream ``s``, on the custom path when it sends its late rows to ``late``."""
+    return (f"SELECT window_start, window_end, k, SUM(v) AS s FROM TUMBLE(TABLE {s}, DESCRIPTOR(ts), "
+            "INTERVAL 10 SECONDS) GROUP BY window_start, window_end, k"
+            + (f"\nALLOWED LATENESS INTERVAL 5 SECONDS LATE ROWS TO {late}" if late else ""))
+
+
+def test_a_streaming_table_hides_nothing_with_its_views(spark, env):
+    """The sink and LATE ROWS TO are views of the session: a name that would hide a stream, a table of the
+    catalog or another running table's output is an error at that name, before anything starts."""
+    s, _ = env
+    sqlwin.sql(spark, f"CREATE STREAMING TABLE names_run AS {tumble(s, 'names_run_late')}")
+    spark.sql("CREATE TABLE names_kept (a INT) USING parquet")
+    try:
+        cases = {
+            f"CREATE STREAMING TABLE names_a AS {tumble(s, 'names_a')}":
+                (2, 50, "LATE ROWS TO names_a: that is the streaming table's own name"),
+            f"CREATE STREAMING TABLE names_b AS {tumble(s, s)}":
+                (2, 50, f"LATE ROWS TO {s}: {s} is a stream of this session"),
+            f"CREATE STREAMING TABLE {s} AS {tumble(s)}":
+                (1, 24, f"CREATE STREAMING TABLE {s}: {s} is a stream of this session"),
+            f"CREATE STREAMING TABLE names_c AS {tumble(s, 'names_run_late')}":
+                (2, 50, "the running streaming table names_run writes its late rows there"),
+            f"CREATE STREAMING TABLE names_d AS {tumble(s, 'names_run')}":
+                (2, 50, "the running streaming table names_run writes its panes there"),
+            f"CREATE STREAMING TABLE names_kept AS {tumble(s)}":
+                (1, 24, "names_kept is a table of the catalog"),
+            f"INSERT INTO names_e {tumble(s)}": (1, 13, "INSERT INTO names_e: there is no streaming table names_e"),
+        }
+        for sql, (line, col, message) in cases.items():
+            with pytest.raises(SqlwinError, match=re.escape(message)) as err:
+                sqlwin.sql(spark, sql)
+            assert (err.value.line, err.value.col) == (line, col), (sql, str(err.value))
+        assert {t.name for t in catalog.all_tables()} == {"names_run"}  # none of them started
+    finally:
+        spark.sql("DROP TABLE names_kept")
 
 
 SESSION_BATCHES = [

@@ -78,6 +78,7 @@ class CreateStreamingTable:
     options: dict[str, str]
     query: WindowedQuery
     insert: bool = False  # INSERT INTO out <query>
+    node: exp.Expr | None = None  # where the statement names the table (error positions)
 
 
 @dataclass(frozen=True)

@@ -79,4 +79,4 @@ def plan_replay_stream(node: n.CreateReplayStream) -> st.CreateReplayStream:
 def plan_streaming_table(node: n.CreateStreamingTable, query: st.WindowedQuery) -> st.CreateStreamingTable:
     fmt = node.args.get("format")
     return st.CreateStreamingTable(name=node.this.sql("spark"), format=fmt.name.lower() if fmt else None,
-                                   options=_options(node), query=query)
+                                   options=_options(node), query=query, node=node.this)

@@ -12,6 +12,7 @@ from sqlwin.errors import SqlwinError
 from sqlwin.plan import statements as st
 from sqlwin.results import StatementResult
 from sqlwin.streaming import catalog, trace
+from sqlwin.streaming.names import check_outputs
 from sqlwin.streaming.shape import analyse
 from sqlwin.streaming.sources import stream_dataframe
 from sqlwin.streaming.tables import StreamingTable
@@ -41,7 +42,7 @@ def execute(spark: Any, text: str, plan: object) -> StatementResult:
     if isinstance(plan, st.CreateReplayStream):
         return _create_replay_stream(spark, text, plan)
     if isinstance(plan, st.CreateStreamingTable):
-        table = start_table(spark, plan.name, plan.query, plan.format, plan.options)
+        table = start_table(spark, plan.name, plan.query, plan.format, plan.options, name_node=plan.node)
         return StatementResult(text, message=f"streaming table {table.name} started ({table.path} path: {table.why})")
     if isinstance(plan, st.ShowStreamingTables):
         return StatementResult(text, dataframe=show_tables(spark))
@@ -65,7 +66,7 @@ def execute(spark: Any, text: str, plan: object) -> StatementResult:
     if isinstance(plan.node, exp.Insert):
         target = plan.node.this
         name = (target.this if isinstance(target, exp.Schema) else target).name
-        table = start_table(spark, name, plan, None, {})
+        table = start_table(spark, name, plan, None, {}, name_node=target, insert=True)
         return StatementResult(text, message=f"streaming insert into {name} started ({table.path} path)")
     raise SqlwinError.at(plan.node, f"this query reads the stream {', '.join(sorted(streams))}: it runs "
                                     "continuously; start it with CREATE STREAMING TABLE name AS <query> (or "
@@ -74,8 +75,11 @@ def execute(spark: Any, text: str, plan: object) -> StatementResult:
 
 
 def start_table(spark: Any, name: str, query: st.WindowedQuery, fmt: str | None,
-                options: dict[str, str], *, clock: Callable[[], int] | None = None) -> StreamingTable:
-    """``clock``: a test's processing-time clock (``StreamingTable``), never set from SQL."""
+                options: dict[str, str], *, clock: Callable[[], int] | None = None,
+                name_node: exp.Expr | None = None, insert: bool = False) -> StreamingTable:
+    """``clock``: a test's processing-time clock (``StreamingTable``), never set from SQL; ``name_node``:
+    where the SQL names the table; ``insert``: INSERT INTO, which continues an existing sink."""
+    check_outputs(spark, name, query, name_node, insert)
     shape = analyse(query, streams_read(spark, query.node))
     return StreamingTable(spark, name, shape, fmt, options, clock=clock).start()
 

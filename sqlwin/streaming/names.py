@@ -1,0 +1,83 @@
+"""The names a streaming table writes, checked before it starts.
+
+A streaming table's sink and its ``LATE ROWS TO`` table are temporary views of the session, registered again
+at every commit (``sinks.BatchSink``). A view of the same name as a stream, a table of the catalog or another
+running streaming table's output would hide it, or two queries would take turns replacing one view: the user
+would read one table's rows under another's name. Each such name is an error at the SQL that chose it.
+``INSERT INTO`` continues an existing sink (GRAMMAR 5): a streaming table of the process that is stopped, or
+one whose folder a previous run left; a name that is neither is an error (a typo would otherwise start a
+new sink silently).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from sqlglot import exp
+
+from sqlwin.dialect import nodes as n
+from sqlwin.errors import SqlwinError
+from sqlwin.plan.statements import WindowedQuery
+from sqlwin.streaming import catalog
+from sqlwin.streaming.tables import streaming_root
+
+
+def check_outputs(spark: Any, name: str, query: WindowedQuery, name_node: exp.Expr | None = None,
+                  insert: bool = False) -> None:
+    """Errors for a streaming table ``name`` running ``query`` (``name_node``: where the SQL names it)."""
+    late = query.lateness.late_rows_to
+    late_node = query.node.find(n.LateRowsTo)
+    if insert:
+        _check_insert_target(spark, name, name_node)
+    if late is not None and late.lower() == name.lower():
+        raise _error(late_node, f"LATE ROWS TO {late}: that is the streaming table's own name, where its "
+                                "panes go; name another table for the late rows")
+    _check_free(spark, name, name, "INSERT INTO" if insert else "CREATE STREAMING TABLE", name_node)
+    if late is not None:
+        _check_free(spark, name, late, "LATE ROWS TO", late_node)
+
+
+def _check_insert_target(spark: Any, name: str, node: exp.Expr | None) -> None:
+    if catalog.find_table(name) is not None or os.path.isdir(os.path.join(streaming_root(spark), name)):
+        return
+    raise _error(node, f"INSERT INTO {name}: there is no streaming table {name} to continue (INSERT INTO resumes "
+                       f"one that was stopped, or whose folder a previous run left); start it with CREATE "
+                       f"STREAMING TABLE {name} AS <query>")
+
+
+def _check_free(spark: Any, table: str, wanted: str, role: str, node: exp.Expr | None) -> None:
+    """``wanted`` (the sink or late-rows name of streaming table ``table``) must not hide anything else."""
+    key = wanted.lower()
+    if catalog.find_stream(spark, wanted) is not None:
+        raise _error(node, f"{role} {wanted}: {wanted} is a stream of this session; the table's view would hide "
+                           "it: choose another name")
+    for other in catalog.all_tables():
+        if other.name.lower() == table.lower() or not other.is_active:
+            continue  # the same table started again, or a stopped one (its views are no longer written)
+        writes = "its panes" if key == other.name.lower() else \
+            "its late rows" if key == (other.shape.late_rows_to or "").lower() else None
+        if writes:
+            raise _error(node, f"{role} {wanted}: the running streaming table {other.name} writes {writes} there; "
+                               "choose another name")
+    if _is_catalog_table(spark, wanted):
+        raise _error(node, f"{role} {wanted}: {wanted} is a table of the catalog, which the streaming table's view "
+                           "would hide (sqlwin writes its own files); choose another name")
+
+
+def _is_catalog_table(spark: Any, name: str) -> bool:
+    """A table of the catalog (not a temporary view: the sink views of earlier runs are those)."""
+    try:
+        return not spark.catalog.getTable(name).isTemporary
+    except Exception:  # no such table, or a name the catalog cannot look up
+        return False
+
+
+def _error(node: exp.Expr | None, message: str) -> SqlwinError:
+    """At the name's first character (sqlglot keeps an identifier's last column and its offsets)."""
+    if node is None:
+        return SqlwinError(message)
+    meta = (node.find(exp.Identifier) or node).meta
+    if "start_line" not in meta and {"line", "col", "start", "end"} <= meta.keys():
+        return SqlwinError(message, meta["line"], meta["col"] - (meta["end"] - meta["start"]))
+    return SqlwinError.at(node, message)
