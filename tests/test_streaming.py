@@ -156,7 +156,8 @@ def tumble(s: str, late: str | None = None) -> str:
 
 def test_a_streaming_table_hides_nothing_with_its_views(spark, env):
     """The sink and LATE ROWS TO are views of the session: a name that would hide a stream, a table of the
-    catalog or another running table's output is an error at that name, before anything starts."""
+    catalog or another running table's output is an error at that name, before anything starts; so is a
+    stream that would hide a running table's output."""
     s, _ = env
     sqlwin.sql(spark, f"CREATE STREAMING TABLE names_run AS {tumble(s, 'names_run_late')}")
     spark.sql("CREATE TABLE names_kept (a INT) USING parquet")
@@ -175,6 +176,9 @@ def test_a_streaming_table_hides_nothing_with_its_views(spark, env):
             f"CREATE STREAMING TABLE names_kept AS {tumble(s)}":
                 (1, 24, "names_kept is a table of the catalog"),
             f"INSERT INTO names_e {tumble(s)}": (1, 13, "INSERT INTO names_e: there is no streaming table names_e"),
+            "CREATE STREAM names_run_late (k STRING, ts TIMESTAMP, WATERMARK FOR ts AS ts) USING json OPTIONS "
+            "(path '/nowhere')": (1, 15, "CREATE STREAM names_run_late: the running streaming table names_run "
+                                         "writes its late rows there"),
         }
         for sql, (line, col, message) in cases.items():
             with pytest.raises(SqlwinError, match=re.escape(message)) as err:

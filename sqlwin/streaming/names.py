@@ -38,6 +38,30 @@ def check_outputs(spark: Any, name: str, query: WindowedQuery, name_node: exp.Ex
         _check_free(spark, name, late, "LATE ROWS TO", late_node)
 
 
+def check_stream_name(spark: Any, name: str, node: exp.Expr | None) -> None:
+    """``CREATE STREAM name``: its view must not replace a running streaming table's sink or late rows."""
+    for table in _running_here(spark):
+        writes = _writes(table, name.lower())
+        if writes:
+            raise _error(node.this if node is not None else None,
+                         f"CREATE STREAM {name}: the running streaming table {table.name} writes {writes} there; "
+                         "choose another name")
+
+
+def _running_here(spark: Any) -> list[Any]:
+    """The running streaming tables whose views are this session's (a JDBC connection has a session of its own;
+    a stopped table's views are no longer written)."""
+    here = catalog.session_key(spark)
+    return [t for t in catalog.all_tables() if t.is_active and catalog.session_key(t.spark) == here]
+
+
+def _writes(table: Any, key: str) -> str | None:
+    """What streaming table ``table`` writes under the (lower-case) name ``key``, if anything."""
+    if key == table.name.lower():
+        return "its panes"
+    return "its late rows" if key == (table.shape.late_rows_to or "").lower() else None
+
+
 def _check_insert_target(spark: Any, name: str, node: exp.Expr | None) -> None:
     if catalog.find_table(name) is not None or os.path.isdir(os.path.join(streaming_root(spark), name)):
         return
@@ -52,11 +76,10 @@ def _check_free(spark: Any, table: str, wanted: str, role: str, node: exp.Expr |
     if catalog.find_stream(spark, wanted) is not None:
         raise _error(node, f"{role} {wanted}: {wanted} is a stream of this session; the table's view would hide "
                            "it: choose another name")
-    for other in catalog.all_tables():
-        if other.name.lower() == table.lower() or not other.is_active:
-            continue  # the same table started again, or a stopped one (its views are no longer written)
-        writes = "its panes" if key == other.name.lower() else \
-            "its late rows" if key == (other.shape.late_rows_to or "").lower() else None
+    for other in _running_here(spark):
+        if other.name.lower() == table.lower():
+            continue  # the same table started again
+        writes = _writes(other, key)
         if writes:
             raise _error(node, f"{role} {wanted}: the running streaming table {other.name} writes {writes} there; "
                                "choose another name")

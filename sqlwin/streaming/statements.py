@@ -12,7 +12,7 @@ from sqlwin.errors import SqlwinError
 from sqlwin.plan import statements as st
 from sqlwin.results import StatementResult
 from sqlwin.streaming import catalog, trace
-from sqlwin.streaming.names import check_outputs
+from sqlwin.streaming.names import check_outputs, check_stream_name
 from sqlwin.streaming.shape import analyse
 from sqlwin.streaming.sources import stream_dataframe
 from sqlwin.streaming.tables import StreamingTable
@@ -85,6 +85,7 @@ def start_table(spark: Any, name: str, query: st.WindowedQuery, fmt: str | None,
 
 
 def _create_stream(spark: Any, text: str, plan: st.CreateStream) -> StatementResult:
+    check_stream_name(spark, plan.name, plan.node)
     df = stream_dataframe(spark, plan)
     df.createOrReplaceTempView(plan.name)
     catalog.add_stream(spark, plan)
@@ -92,6 +93,7 @@ def _create_stream(spark: Any, text: str, plan: st.CreateStream) -> StatementRes
 
 
 def _create_replay_stream(spark: Any, text: str, plan: st.CreateReplayStream) -> StatementResult:
+    check_stream_name(spark, plan.name, plan.node)
     source = plan.source
     sql = source.sql(dialect="spark") if isinstance(source, exp.Table) else f"SELECT * FROM {source.sql('spark')}"
     if isinstance(source, exp.Table):
