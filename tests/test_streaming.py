@@ -185,6 +185,13 @@ def test_a_streaming_table_hides_nothing_with_its_views(spark, env):
                 sqlwin.sql(spark, sql)
             assert (err.value.line, err.value.col) == (line, col), (sql, str(err.value))
         assert {t.name for t in catalog.all_tables()} == {"names_run"}  # none of them started
+        # a replay writes its LATE ROWS TO view: the same rules
+        spark.createDataFrame([("a", 1, at(1))], "k string, v int, ts timestamp").createOrReplaceTempView("names_t")
+        sqlwin.sql(spark, "CREATE STREAM names_r FROM TABLE names_t ARRIVAL ORDER BY ts WATERMARK FOR ts AS ts")
+        with pytest.raises(SqlwinError, match="LATE ROWS TO names_r: names_r is a stream of this session") as err:
+            sqlwin.sql(spark, tumble("names_r", "names_r"))
+        assert (err.value.line, err.value.col) == (2, 50)
+        assert rows_of(sqlwin.sql(spark, tumble("names_r", "names_r_late")).select("k", "s")) == [("a", 1)]
     finally:
         spark.sql("DROP TABLE names_kept")
 

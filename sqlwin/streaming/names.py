@@ -3,7 +3,8 @@
 A streaming table's sink and its ``LATE ROWS TO`` table are temporary views of the session, registered again
 at every commit (``sinks.BatchSink``). A view of the same name as a stream, a table of the catalog or another
 running streaming table's output would hide it, or two queries would take turns replacing one view: the user
-would read one table's rows under another's name. Each such name is an error at the SQL that chose it.
+would read one table's rows under another's name. Each such name is an error at the SQL that chose it, and
+so is a replay's LATE ROWS TO name that would hide one of them.
 ``INSERT INTO`` continues an existing sink (GRAMMAR 5): a streaming table of the process that is stopped, or
 one whose folder a previous run left; a name that is neither is an error (a typo would otherwise start a
 new sink silently).
@@ -36,6 +37,13 @@ def check_outputs(spark: Any, name: str, query: WindowedQuery, name_node: exp.Ex
     _check_free(spark, name, name, "INSERT INTO" if insert else "CREATE STREAMING TABLE", name_node)
     if late is not None:
         _check_free(spark, name, late, "LATE ROWS TO", late_node)
+
+
+def check_replay_outputs(spark: Any, query: WindowedQuery) -> None:
+    """A replay writes one view, its LATE ROWS TO table: the same rules as a streaming table's."""
+    late = query.lateness.late_rows_to
+    if late is not None:
+        _check_free(spark, "", late, "LATE ROWS TO", query.node.find(n.LateRowsTo))
 
 
 def check_stream_name(spark: Any, name: str, node: exp.Expr | None) -> None:

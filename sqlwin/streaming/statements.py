@@ -12,7 +12,7 @@ from sqlwin.errors import SqlwinError
 from sqlwin.plan import statements as st
 from sqlwin.results import StatementResult
 from sqlwin.streaming import catalog, trace
-from sqlwin.streaming.names import check_outputs, check_stream_name
+from sqlwin.streaming.names import check_outputs, check_replay_outputs, check_stream_name
 from sqlwin.streaming.shape import analyse
 from sqlwin.streaming.sources import stream_dataframe
 from sqlwin.streaming.tables import StreamingTable
@@ -57,6 +57,7 @@ def execute(spark: Any, text: str, plan: object) -> StatementResult:
     if any(isinstance(s, st.CreateReplayStream) for s in streams.values()):
         from sqlwin.streaming.replay import replay
 
+        check_replay_outputs(spark, plan)
         shape = analyse(plan, streams)
         with trace.replayed(shape, text) as run:
             panes = replay(spark, shape)
