@@ -152,6 +152,20 @@ def analyse(query: WindowedQuery, streams: dict[str, CreateStream | CreateReplay
     return shape
 
 
+def refuse_result_order(query: WindowedQuery) -> None:
+    """ORDER BY, LIMIT and OFFSET order or cut a finished result. A streaming query's result is the log of its
+    panes, appended as windows fire, so they have no meaning there (Flink refuses ORDER BY on anything but time
+    in streaming). Dropped silently, the statement would not give its batch answer: an error instead."""
+    for node in query.node.find_all(exp.Select, exp.SetOperation, exp.Subquery):
+        for key, word in (("order", "ORDER BY"), ("limit", "LIMIT"), ("offset", "OFFSET")):
+            clause = node.args.get(key)
+            if clause is not None:
+                raise SqlwinError.at(clause, f"{word} in a streaming query: its result is the log of its panes, "
+                                             "appended as windows fire; order or limit the streaming table when "
+                                             "reading it, or rank within each window with ROW_NUMBER() OVER "
+                                             "(PARTITION BY window_start, window_end ORDER BY ...)")
+
+
 def choose_path(shape: StreamingShape) -> tuple[str, str]:
     """('native' | 'custom', why): native only where Spark's append-mode aggregation equals the contract."""
     q, w = shape.query, shape.window
