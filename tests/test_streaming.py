@@ -221,6 +221,37 @@ def test_order_by_and_limit_are_refused_in_streaming_queries(spark, env):
     assert [tuple(r) for r in panes.select("k", "s").collect()] == [("b", 7), ("b", 5)]
 
 
+
+def test_combining_rows_across_windows_is_refused(spark):
+    """Panes are computed as windows fire: above the window TVF, a DISTINCT, an OVER or a GROUP BY that does not
+    keep windows apart would combine only the windows firing together (a replay returned 5 rows for a 2-row
+    DISTINCT and 3 rows for a 1-row Top-N before). Kept apart by window_start, window_end, they give the batch
+    answer."""
+    spark.createDataFrame([("a", 1, at(1), 0), ("b", 5, at(2), 0), ("a", 2, at(12), 1), ("b", 7, at(13), 1),
+                           ("a", 3, at(25), 2)], "k string, v int, ts timestamp, b int").createOrReplaceTempView("cw_t")
+    sqlwin.sql(spark, "CREATE STREAM cw_r FROM TABLE cw_t ARRIVAL ORDER BY b MICRO BATCH BY b WATERMARK FOR ts AS ts")
+    rows = "TUMBLE(TABLE {src}, DESCRIPTOR(ts), INTERVAL 10 SECONDS)"
+    refused = [
+        (f"SELECT DISTINCT k FROM {rows}", 17, "SELECT DISTINCT over the windowed rows must select window_start"),
+        (f"SELECT k, v FROM (SELECT k, v, ROW_NUMBER() OVER (ORDER BY v DESC) AS rn FROM {rows}) x WHERE rn <= 1",
+         41, "a window function over the windowed rows must PARTITION BY window_start, window_end"),
+        (f"SELECT k, COUNT(*) AS n FROM (SELECT window_start, window_end, k, SUM(v) AS s FROM {rows} "
+         "GROUP BY window_start, window_end, k) x GROUP BY k", None, "must GROUP BY window_start, window_end"),
+    ]
+    for sql, col, message in refused:
+        with pytest.raises(SqlwinError, match=re.escape(message)) as err:
+            sqlwin.sql(spark, sql.format(src="cw_r"))
+        assert err.value.line == 1 and (col is None or err.value.col == col), str(err.value)
+    kept_apart = [f"SELECT DISTINCT window_start, window_end, k FROM {rows}",
+                  f"SELECT k, v FROM (SELECT k, v, ROW_NUMBER() OVER (PARTITION BY window_start, window_end "
+                  f"ORDER BY v DESC) AS rn FROM {rows}) x WHERE rn <= 1"]
+    for sql in kept_apart:
+        batch = rows_of(sqlwin.sql(spark, sql.format(src="cw_t")))
+        replayed = sqlwin.sql(spark, sql.format(src="cw_r"))
+        assert rows_of(replayed.drop("pane_index", "pane_timing", "is_final", "micro_batch")) == batch, sql
+    assert len(batch) == 3
+
+
 SESSION_BATCHES = [
     [row("a", 1, 1), row("a", 2, 2), row("b", 100, 3)],  # sessions [1, 7) a and [3, 8) b; W -> 1
     [row("a", 12, 12)],  # [12, 17); W -> 10, so [1, 7) and [3, 8) fire in the no-data micro-batch

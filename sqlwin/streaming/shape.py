@@ -140,6 +140,8 @@ def analyse(query: WindowedQuery, streams: dict[str, CreateStream | CreateReplay
     elif window is not None and window.kind is WindowKind.SESSION:
         raise SqlwinError.at(window.node, "in a streaming query, SESSION windows feed an aggregation "
                                           "(GROUP BY window_start, window_end and the PARTITION BY columns)")
+    if window is not None:
+        _keep_windows_apart(carrier, window.node)
     shape = StreamingShape(query, stream, window, carrier, alias, keys, aggregated, read, in_processing_time)
     if window is not None and window.is_count_based:
         check_count_query(shape)
@@ -212,6 +214,61 @@ def _read_only_by_the_window(tables: list[exp.Table], tvf: exp.Expr) -> None:
             raise SqlwinError.at(table, f"stream {table.name} is read outside the window TVF: a streaming query "
                                         "reads its stream only through its window TVF (joining a stream with itself "
                                         "or with another stream runs in batch queries only)")
+
+
+def _keep_windows_apart(carrier: exp.Select, tvf: exp.Expr) -> None:
+    """Above the window TVF, what combines rows must keep each window apart, as Flink's window aggregation,
+    window Top-N and window deduplication do: panes are computed as their windows fire, so a DISTINCT, an OVER
+    or (above the aggregation) a GROUP BY across windows would combine only the windows that fire together,
+    not give the batch answer. The bounds are followed through the SELECTs that nest the TVF, aliases included
+    (the carrier's own GROUP BY is checked with the aggregation)."""
+    bounds = {b: b for b in WINDOW_BOUNDS}  # name in scope -> the window bound it carries
+    for select in (a for a in _ancestors(tvf) if isinstance(a, exp.Select)):
+        for over in _own(select, exp.Window):
+            if not _keeps_apart(over.args.get("partition_by") or [], bounds):
+                raise SqlwinError.at(over, "in a streaming query a window function over the windowed rows must "
+                                           "PARTITION BY window_start, window_end (as Flink's window Top-N): its "
+                                           "panes are computed as windows fire, so across windows it would rank "
+                                           "only the windows that fire together")
+        if select.args.get("distinct") and not any(_is_star(e) for e in select.expressions) and \
+                not _keeps_apart(select.expressions, bounds):
+            raise SqlwinError.at(select, "in a streaming query SELECT DISTINCT over the windowed rows must select "
+                                         "window_start and window_end: rows are emitted per window as it fires")
+        group = select.args.get("group")
+        aggregates = [a for a in _own(select, exp.AggFunc) if a.find_ancestor(exp.Window) is None]
+        if select is not carrier and (group is not None or aggregates) and \
+                not _keeps_apart(group.expressions if group else [], bounds):
+            raise SqlwinError.at(group or aggregates[0], "in a streaming query an aggregation over the window "
+                                                         "aggregation must GROUP BY window_start, window_end: its "
+                                                         "panes are computed as windows fire, so across windows it "
+                                                         "would combine only the windows that fire together")
+        bounds = _bounds_out(select, bounds)
+
+
+def _own(select: exp.Select, kind: type) -> list:
+    """The ``kind`` nodes of ``select`` itself, not of the queries nested in it."""
+    return [x for x in select.find_all(kind) if x.find_ancestor(exp.Select) is select]
+
+
+def _is_star(e: exp.Expr) -> bool:
+    return isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
+
+
+def _keeps_apart(expressions: list, bounds: dict[str, str]) -> bool:
+    """Whether ``expressions`` name both window bounds (columns, possibly qualified or aliased)."""
+    named = {bounds.get(e.unalias().name.lower()) for e in expressions if isinstance(e.unalias(), exp.Column)}
+    return set(WINDOW_BOUNDS) <= named
+
+
+def _bounds_out(select: exp.Select, bounds: dict[str, str]) -> dict[str, str]:
+    """The names under which ``select`` passes the window bounds on to the query around it."""
+    out: dict[str, str] = {}
+    for e in select.expressions:
+        if _is_star(e):
+            out.update(bounds)
+        elif isinstance(e.unalias(), exp.Column) and e.unalias().name.lower() in bounds:
+            out[e.alias_or_name.lower()] = bounds[e.unalias().name.lower()]
+    return out
 
 
 def _ancestors(node: exp.Expr):
