@@ -141,7 +141,7 @@ def analyse(query: WindowedQuery, streams: dict[str, CreateStream | CreateReplay
         raise SqlwinError.at(window.node, "in a streaming query, SESSION windows feed an aggregation "
                                           "(GROUP BY window_start, window_end and the PARTITION BY columns)")
     if window is not None:
-        _keep_windows_apart(carrier, window.node)
+        _keep_windows_apart(carrier, window.node, aggregated)
     shape = StreamingShape(query, stream, window, carrier, alias, keys, aggregated, read, in_processing_time)
     if window is not None and window.is_count_based:
         check_count_query(shape)
@@ -216,12 +216,13 @@ def _read_only_by_the_window(tables: list[exp.Table], tvf: exp.Expr) -> None:
                                         "or with another stream runs in batch queries only)")
 
 
-def _keep_windows_apart(carrier: exp.Select, tvf: exp.Expr) -> None:
+def _keep_windows_apart(carrier: exp.Select, tvf: exp.Expr, aggregated: bool) -> None:
     """Above the window TVF, what combines rows must keep each window apart, as Flink's window aggregation,
     window Top-N and window deduplication do: panes are computed as their windows fire, so a DISTINCT, an OVER
     or (above the aggregation) a GROUP BY across windows would combine only the windows that fire together,
     not give the batch answer. The bounds are followed through the SELECTs that nest the TVF, aliases included
-    (the carrier's own GROUP BY is checked with the aggregation)."""
+    (the carrier's own GROUP BY is checked with the aggregation). An aggregation that nests the window
+    aggregation and keeps windows apart is refused too: its panes would need pane columns of their own."""
     bounds = {b: b for b in WINDOW_BOUNDS}  # name in scope -> the window bound it carries
     for select in (a for a in _ancestors(tvf) if isinstance(a, exp.Select)):
         for over in _own(select, exp.Window):
@@ -236,12 +237,18 @@ def _keep_windows_apart(carrier: exp.Select, tvf: exp.Expr) -> None:
                                          "window_start and window_end: rows are emitted per window as it fires")
         group = select.args.get("group")
         aggregates = [a for a in _own(select, exp.AggFunc) if a.find_ancestor(exp.Window) is None]
-        if select is not carrier and (group is not None or aggregates) and \
-                not _keeps_apart(group.expressions if group else [], bounds):
-            raise SqlwinError.at(group or aggregates[0], "in a streaming query an aggregation over the window "
-                                                         "aggregation must GROUP BY window_start, window_end: its "
-                                                         "panes are computed as windows fire, so across windows it "
-                                                         "would combine only the windows that fire together")
+        if select is not carrier and (group is not None or aggregates):
+            where = group or aggregates[0]
+            inner = "the window aggregation" if aggregated else "the windowed rows"
+            if not _keeps_apart(group.expressions if group else [], bounds):
+                raise SqlwinError.at(where, f"in a streaming query an aggregation over {inner} must GROUP BY "
+                                            "window_start, window_end: its panes are computed as windows fire, so "
+                                            "across windows it would combine only the windows that fire together")
+            instead = ("compute it in a CTE joined back to the window aggregation on window_start, window_end (as "
+                       "Nexmark q5 does), or over the streaming table") if aggregated else \
+                ("aggregate in the SELECT that reads the window TVF (its WHERE can filter the rows first)")
+            raise SqlwinError.at(where, f"an aggregation around {inner} does not run in streaming queries in this "
+                                        f"version of sqlwin: {instead}")
         bounds = _bounds_out(select, bounds)
 
 
