@@ -197,18 +197,20 @@ def test_a_streaming_table_hides_nothing_with_its_views(spark, env):
 
 
 
-def test_order_by_and_limit_are_refused_in_streaming_queries(spark, env):
-    """A streaming query's result is its panes, appended as windows fire: ORDER BY / LIMIT / OFFSET would be
-    dropped or applied per micro-batch, not give the batch answer, so they are errors at the clause, for a
-    streaming table and for a replay alike (the replay returned all 5 panes, unsorted, before)."""
+def test_limit_is_refused_and_order_by_keeps_every_pane(spark, env):
+    """A streaming query's result is its panes, appended as windows fire, and its statement runs per
+    micro-batch: LIMIT / OFFSET would keep n rows of each micro-batch's panes (a replay returned 2 + 2 + 1 rows
+    for LIMIT 2 before), so they are errors at the clause, live and replayed. ORDER BY keeps every row (it
+    orders the rows within each micro-batch); Spark cannot sort a streaming aggregation, so it takes the
+    custom path."""
     s, _ = env
     spark.createDataFrame([("a", 1, at(1), 0), ("b", 5, at(2), 0), ("a", 2, at(12), 1), ("b", 7, at(13), 1),
                            ("a", 3, at(25), 2)], "k string, v int, ts timestamp, b int").createOrReplaceTempView("ob_t")
     sqlwin.sql(spark, "CREATE STREAM ob_r FROM TABLE ob_t ARRIVAL ORDER BY b MICRO BATCH BY b WATERMARK FOR ts AS ts")
     cases = [
-        (f"CREATE STREAMING TABLE ob_live AS {tumble(s)} ORDER BY s DESC", "ORDER BY", 1),
         (f"CREATE STREAMING TABLE ob_live AS {tumble(s, 'ob_late')} LIMIT 2", "LIMIT", 2),
-        (f"{tumble('ob_r')} ORDER BY s DESC LIMIT 2", "ORDER BY", 1),
+        (f"{tumble('ob_r')} ORDER BY s DESC LIMIT 2", "LIMIT", 1),
+        (f"{tumble('ob_r')} ORDER BY s DESC OFFSET 1", "OFFSET", 1),
         (f"SELECT * FROM ({tumble('ob_r')} LIMIT 1) AS x", "LIMIT", 1),
     ]
     for sql, word, line in cases:
@@ -216,10 +218,10 @@ def test_order_by_and_limit_are_refused_in_streaming_queries(spark, env):
             sqlwin.sql(spark, sql)
         assert "ROW_NUMBER() OVER (PARTITION BY window_start, window_end" in str(err.value)
     assert catalog.find_table("ob_live") is None
-    # what to write instead: the replay's panes, ordered when read
-    panes = sqlwin.sql(spark, tumble("ob_r")).orderBy("s", ascending=False).limit(2)
-    assert [tuple(r) for r in panes.select("k", "s").collect()] == [("b", 7), ("b", 5)]
-
+    ordered = rows_of(sqlwin.sql(spark, f"{tumble('ob_r')} ORDER BY s DESC"))
+    assert ordered == rows_of(sqlwin.sql(spark, tumble("ob_r"))) and len(ordered) == 5
+    sqlwin.sql(spark, f"CREATE STREAMING TABLE ob_live AS {tumble(s)} ORDER BY s DESC")
+    assert catalog.find_table("ob_live").path == "custom" and "ORDER BY" in catalog.find_table("ob_live").why
 
 
 def test_combining_rows_across_windows_is_refused(spark):

@@ -154,18 +154,19 @@ def analyse(query: WindowedQuery, streams: dict[str, CreateStream | CreateReplay
     return shape
 
 
-def refuse_result_order(query: WindowedQuery) -> None:
-    """ORDER BY, LIMIT and OFFSET order or cut a finished result. A streaming query's result is the log of its
-    panes, appended as windows fire, so they have no meaning there (Flink refuses ORDER BY on anything but time
-    in streaming). Dropped silently, the statement would not give its batch answer: an error instead."""
+def refuse_result_limit(query: WindowedQuery) -> None:
+    """LIMIT and OFFSET cut a finished result. A streaming query's result is the log of its panes, appended as
+    windows fire: run per micro-batch they would keep n rows of each micro-batch's panes, not the batch answer,
+    so they are errors. (ORDER BY keeps every row: it orders the rows within each micro-batch.)"""
     for node in query.node.find_all(exp.Select, exp.SetOperation, exp.Subquery):
-        for key, word in (("order", "ORDER BY"), ("limit", "LIMIT"), ("offset", "OFFSET")):
+        for key, word in (("limit", "LIMIT"), ("offset", "OFFSET")):
             clause = node.args.get(key)
             if clause is not None:
                 raise SqlwinError.at(clause, f"{word} in a streaming query: its result is the log of its panes, "
-                                             "appended as windows fire; order or limit the streaming table when "
-                                             "reading it, or rank within each window with ROW_NUMBER() OVER "
-                                             "(PARTITION BY window_start, window_end ORDER BY ...)")
+                                             "appended as windows fire, so it would cut each micro-batch's panes; "
+                                             "limit the streaming table when reading it, or rank within each "
+                                             "window with ROW_NUMBER() OVER (PARTITION BY window_start, "
+                                             "window_end ORDER BY ...)")
 
 
 def choose_path(shape: StreamingShape) -> tuple[str, str]:
@@ -200,6 +201,8 @@ def choose_path(shape: StreamingShape) -> tuple[str, str]:
     top = q.node.expression if isinstance(q.node, exp.Insert) else q.node
     if shape.carrier is not top:
         reasons.append("a query around the aggregation")
+    if top.args.get("order") is not None:  # Spark cannot sort a streaming aggregation in append mode
+        reasons.append("ORDER BY")
     if reasons:
         return "custom", ", ".join(reasons)
     return "native", "Spark's streaming aggregation in append mode"
