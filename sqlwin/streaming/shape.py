@@ -67,6 +67,7 @@ class StreamingShape:
 
 def analyse(query: WindowedQuery, streams: dict[str, CreateStream | CreateReplayStream]) -> StreamingShape:
     """Check the query is one the streaming operator runs and find its parts; errors point at the SQL."""
+    refuse_result_limit(query)
     node = query.node
     tables = [t for t in node.find_all(exp.Table) if t.name.lower() in streams]
     names = sorted({t.name.lower() for t in tables})

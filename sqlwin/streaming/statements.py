@@ -13,7 +13,7 @@ from sqlwin.plan import statements as st
 from sqlwin.results import StatementResult
 from sqlwin.streaming import catalog, trace
 from sqlwin.streaming.names import check_outputs, check_replay_outputs, check_stream_name
-from sqlwin.streaming.shape import analyse, refuse_result_limit
+from sqlwin.streaming.shape import analyse
 from sqlwin.streaming.sources import stream_dataframe
 from sqlwin.streaming.tables import StreamingTable
 
@@ -58,7 +58,6 @@ def execute(spark: Any, text: str, plan: object) -> StatementResult:
         from sqlwin.streaming.replay import replay
 
         check_replay_outputs(spark, plan)
-        refuse_result_limit(plan)
         shape = analyse(plan, streams)
         with trace.replayed(shape, text) as run:
             panes = replay(spark, shape)
@@ -82,7 +81,6 @@ def start_table(spark: Any, name: str, query: st.WindowedQuery, fmt: str | None,
     """``clock``: a test's processing-time clock (``StreamingTable``), never set from SQL; ``name_node``:
     where the SQL names the table; ``insert``: INSERT INTO, which continues an existing sink."""
     check_outputs(spark, name, query, name_node, insert)
-    refuse_result_limit(query)
     shape = analyse(query, streams_read(spark, query.node))
     return StreamingTable(spark, name, shape, fmt, options, clock=clock).start()
 
