@@ -218,8 +218,11 @@ def test_limit_is_refused_and_order_by_keeps_every_pane(spark, env):
             sqlwin.sql(spark, sql)
         assert "ROW_NUMBER() OVER (PARTITION BY window_start, window_end" in str(err.value)
     assert catalog.find_table("ob_live") is None
-    ordered = rows_of(sqlwin.sql(spark, f"{tumble('ob_r')} ORDER BY s DESC"))
-    assert ordered == rows_of(sqlwin.sql(spark, tumble("ob_r"))) and len(ordered) == 5
+    ordered = sqlwin.sql(spark, f"{tumble('ob_r')} ORDER BY s DESC")
+    # hand-worked: windows [0, 10) a 1, b 5; [10, 20) a 2, b 7; [20, 30) a 3
+    assert rows_of(ordered.select("window_start", "k", "s")) == [
+        (at(0), "a", 1), (at(0), "b", 5), (at(10), "a", 2), (at(10), "b", 7), (at(20), "a", 3)]
+    assert rows_of(ordered) == rows_of(sqlwin.sql(spark, tumble("ob_r")))
     sqlwin.sql(spark, f"CREATE STREAMING TABLE ob_live AS {tumble(s)} ORDER BY s DESC")
     assert catalog.find_table("ob_live").path == "custom" and "ORDER BY" in catalog.find_table("ob_live").why
 
@@ -255,11 +258,14 @@ def test_combining_rows_across_windows_is_refused(spark):
     kept_apart = [f"SELECT DISTINCT window_start, window_end, k FROM {rows}",
                   f"SELECT k, v FROM (SELECT k, v, ROW_NUMBER() OVER (PARTITION BY window_start, window_end "
                   f"ORDER BY v DESC) AS rn FROM {rows}) x WHERE rn <= 1"]
-    for sql in kept_apart:
+    # hand-worked: windows [0, 10) a 1, b 5; [10, 20) a 2, b 7; [20, 30) a 3
+    expected = [[(at(0), at(10), "a"), (at(0), at(10), "b"), (at(10), at(20), "a"), (at(10), at(20), "b"),
+                 (at(20), at(30), "a")],
+                [("a", 3), ("b", 5), ("b", 7)]]
+    for sql, rows in zip(kept_apart, expected, strict=True):
         batch = rows_of(sqlwin.sql(spark, sql.format(src="cw_t")))
         replayed = sqlwin.sql(spark, sql.format(src="cw_r"))
-        assert rows_of(replayed.drop("pane_index", "pane_timing", "is_final", "micro_batch")) == batch, sql
-    assert len(batch) == 3
+        assert rows_of(replayed.drop("pane_index", "pane_timing", "is_final", "micro_batch")) == batch == rows, sql
 
 
 SESSION_BATCHES = [
