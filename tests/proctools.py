@@ -10,7 +10,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -79,3 +80,50 @@ def run_json(script: str, env: Mapping[str, str], cwd: Path, timeout: float,
             return json.loads(line[len("RESULT "):])
     raise AssertionError(f"no RESULT (exit {done.returncode})\nstdout:\n{done.stdout[-3000:]}\n"
                          f"stderr:\n{done.stderr[-6000:]}")
+
+
+# -- a standalone cluster from the wheel ----------------------------------------------------------------------
+CLUSTER_CONF = {"spark.driver.memory": "1g", "spark.executor.memory": "512m", "spark.executor.cores": "1",
+                "spark.cores.max": "2", "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+
+
+def _spark_class(cls: str, *args: str, log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """A Spark daemon in its own process group (so its executors and Python workers die with it)."""
+    with log.open("wb") as out:
+        return subprocess.Popen(["nice", "-n", "5", os.path.join(spark_home(), "bin", "spark-class"), cls, *args],
+                                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=15)
+
+
+@contextmanager
+def standalone_cluster(folder: Path) -> Iterator[str]:
+    """A standalone master and two 1-core workers on 127.0.0.1 (free ports), logs and work folders in
+    ``folder``; yields the master URL, and always tears the cluster down. A driver uses ``CLUSTER_CONF``."""
+    env = base_env(SPARK_HOME=spark_home(), SPARK_NO_DAEMONIZE="1", SPARK_DAEMON_MEMORY="512m")
+    port = free_port()
+    folder.mkdir(parents=True, exist_ok=True)
+    procs = [_spark_class("org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+                          "--webui-port", str(free_port()), log=folder / "master.log", env=env)]
+    try:
+        wait_for_port(port, 60, procs[0])
+        for i in (1, 2):
+            work = folder / f"worker{i}"
+            work.mkdir()
+            procs.append(_spark_class(
+                "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}", "--host", "127.0.0.1",
+                "--webui-port", str(free_port()), "--cores", "1", "--memory", "1g", "--work-dir", str(work),
+                log=folder / f"worker{i}.log", env=env))
+        yield f"spark://127.0.0.1:{port}"
+    finally:
+        _stop(procs)

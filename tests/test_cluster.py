@@ -9,16 +9,13 @@ runs in a subprocess (its own SparkContext); the cluster is always torn down, ev
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.proctools import ROOT, base_env, free_port, run_json, spark_home, wait_for_port
+from tests.proctools import ROOT, base_env, run_json, standalone_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -86,44 +83,11 @@ spark.stop()
 BLOCKER = 'raise ImportError("sqlwin is not installed on this executor")\n'
 
 
-def _spark_class(cls: str, *args: str, log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    """A Spark daemon in its own process group (so its executors and Python workers die with it)."""
-    with log.open("wb") as out:
-        return subprocess.Popen(["nice", "-n", "5", os.path.join(spark_home(), "bin", "spark-class"), cls, *args],
-                                stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-
-
-def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    for proc in procs:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-    for proc in procs:
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=15)
-
-
 @pytest.fixture()
 def cluster(tmp_path: Path) -> Iterator[str]:
     """A standalone master and two 1-core workers on 127.0.0.1 (free ports); yields the master URL."""
-    env = base_env(SPARK_HOME=spark_home(), SPARK_NO_DAEMONIZE="1", SPARK_DAEMON_MEMORY="512m")
-    port = free_port()
-    procs = [_spark_class("org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-                          "--webui-port", str(free_port()), log=tmp_path / "master.log", env=env)]
-    try:
-        wait_for_port(port, 60, procs[0])
-        for i in (1, 2):
-            work = tmp_path / f"worker{i}"
-            work.mkdir()
-            procs.append(_spark_class(
-                "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}", "--host", "127.0.0.1",
-                "--webui-port", str(free_port()), "--cores", "1", "--memory", "1g", "--work-dir", str(work),
-                log=tmp_path / f"worker{i}.log", env=env))
-        yield f"spark://127.0.0.1:{port}"
-    finally:
-        _stop(procs)
+    with standalone_cluster(tmp_path) as master:
+        yield master
 
 
 def test_differential_subset_on_a_standalone_cluster(cluster: str, tmp_path: Path) -> None:

@@ -1,6 +1,11 @@
 """Exactly once (issue 6, point 5) and restart (GRAMMAR 5): a streaming table killed with SIGKILL, or stopped,
 and started again on the same folder ends with exactly the sink and late rows of an uninterrupted run.
 
+The killed runs are deployed as on a cluster (issue 17, points 1 and 4): a standalone master and two workers
+from the wheel (separate executor JVMs), with the stream, the checkpoints, sqlwin's state, the sinks and the late
+rows on a ``viewfs://`` mount (a Hadoop file system that is not a local path to Python); the uninterrupted
+reference runs on a local master over local folders, so the comparison is also local vs cluster.
+
 The SIGKILL tests run each Spark in its own process group (driver, JVM and Python workers die together), over
 one folder of small JSON files read one per micro-batch (``maxFilesPerTrigger 1``), so every run cuts the input
 into the same micro-batches (the kills land where sqlwin's code runs, not inside Spark's planning: see DRIVER).
@@ -19,14 +24,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 import sqlwin
 from sqlwin.streaming import catalog
-from tests.proctools import ROOT, base_env
+from tests.proctools import CLUSTER_CONF, ROOT, base_env, standalone_cluster
 from tests.streamtools import Feeder, rows_of, ts
 from tests.test_streaming import BATCHES, at
 
@@ -86,13 +91,13 @@ if kill_at >= 0:
         commit(self, batch, data)
     StateStore.commit = killing_commit
 
-spark = local_session("exactly-once")
+spark = local_session("exactly-once", conf=json.loads(os.environ.get("DRIVER_CONF", "{{}}")))
 sqlwin.sql(spark, "CREATE STREAM s (k STRING, v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS) "
                   "USING json OPTIONS (path '{folder}', maxFilesPerTrigger '1')")
 query = ("SELECT window_start, window_end, k, SUM(v) AS s, COUNT(*) AS c "
          "FROM TUMBLE(TABLE s, DESCRIPTOR(ts), INTERVAL 10 SECONDS) GROUP BY window_start, window_end, k")
 sqlwin.sql(spark, f"CREATE STREAMING TABLE {custom} AS {{query}} ALLOWED LATENESS INTERVAL 5 SECONDS "
-                  "LATE ROWS TO c_late")
+                  "LATE ROWS TO c_late EMIT WITH TRIGGER AFTER WATERMARK EARLY EVERY 4 ROWS LATE EVERY 1 ROWS")
 sqlwin.sql(spark, f"CREATE STREAMING TABLE {native} AS {{query}}")
 tables += [catalog.find_table(n) for n in ({custom!r}, {native!r})]
 assert [t.path for t in tables] == ["custom", "native"], [t.path for t in tables]
@@ -153,14 +158,18 @@ def settle(driver: Driver, again: Callable[[], Driver], attempts: int = 3) -> di
 
 
 class Driver:
-    """One run of the driver script in its own process group, over streaming root ``root``."""
+    """One run of the driver script in its own process group, over streaming root ``root`` (a URI) and the
+    stream's folder ``folder`` (a URI), on ``master`` (default: local) with Spark conf ``conf``."""
 
-    def __init__(self, work: Path, root: Path, folder: Path, **kill: int):
+    def __init__(self, work: Path, root: Path | str, folder: Path | str, master: str | None = None,
+                 conf: dict | None = None, **kill: int):
         work.mkdir(parents=True, exist_ok=True)
         script = work / "driver.py"
         script.write_text(DRIVER.format(root=str(ROOT), folder=folder, custom=CUSTOM, native=NATIVE,
                                         sink=SINK_COLUMNS, late=LATE_COLUMNS))
-        env = base_env(SQLWIN_STREAMING_DIR=str(root), **{k.upper(): str(v) for k, v in kill.items()})
+        deployed = {"SQLWIN_MASTER": master} if master else {}
+        env = base_env(SQLWIN_STREAMING_DIR=str(root), DRIVER_CONF=json.dumps(conf or {}), **deployed,
+                       **{k.upper(): str(v) for k, v in kill.items()})
         self.log = open(work / "log.txt", "w+")  # noqa: SIM115 (closed in finish)
         # no `nice` here: the child inherits pytest's, and a second one starves its Python workers past Spark's
         # fixed 10 s connect-back timeout on a loaded machine
@@ -220,11 +229,21 @@ def sqlwin_commits(root: Path) -> int:
         if folder.is_dir() else -1
 
 
-def test_sigkill_and_restart_matches_an_uninterrupted_run(tmp_path: Path) -> None:
+@pytest.fixture()
+def cluster(tmp_path: Path) -> Iterator[str]:
+    with standalone_cluster(tmp_path / "cluster") as master:
+        yield master
+
+
+MOUNT = "ck"  # viewfs://ck/data is the killed runs' file system
+
+
+def test_sigkill_and_restart_matches_an_uninterrupted_run(tmp_path: Path, cluster: str) -> None:
     """Killed twice (inside micro-batch 2 of both paths, the native sink written; inside sqlwin's commit of the
-    micro-batch that fires and expires windows at once), then run to the end: the same rows and micro_batch
-    values as one run."""
-    folder = tmp_path / "in"
+    micro-batch that fires and expires windows at once), then run to the end, on the cluster and viewfs: the
+    same rows and micro_batch values as one run on a local master and local folders."""
+    backing = tmp_path / "mounted"  # what viewfs://ck/data is mounted over
+    folder = backing / "in"
     write_input(folder)
     ref_root = tmp_path / "ref_root"
     reference = Driver(tmp_path / "ref", ref_root, folder)  # in parallel with the killed runs
@@ -233,27 +252,36 @@ def test_sigkill_and_restart_matches_an_uninterrupted_run(tmp_path: Path) -> Non
         shutil.rmtree(ref_root)
         return Driver(tmp_path / "ref", ref_root, folder)
 
-    root = tmp_path / "root"
-    first = lambda: Driver(tmp_path / "run1", root, folder, kill_inside=2)  # noqa: E731
+    uri = f"viewfs://{MOUNT}/data"
+    conf = {**CLUSTER_CONF, f"spark.hadoop.fs.viewfs.mounttable.{MOUNT}.link./data": backing.as_uri()}
+
+    def deployed(run: str, **kill: int) -> Callable[[], Driver]:
+        return lambda: Driver(tmp_path / run, f"{uri}/root", f"{uri}/in", cluster, conf, **kill)
+
+    root = backing / "root"
+    first = deployed("run1", kill_inside=2)
     assert settle(first(), first) is None
     assert spark_commits(root, CUSTOM) == spark_commits(root, NATIVE) == 2
     assert (root / NATIVE / "data" / "micro_batch=2").is_dir()  # written, then killed: the restart replaces it
     # one micro-batch a file while files remain: micro-batch JUMP + 1 is the one after the jump
-    second = lambda: Driver(tmp_path / "run2", root, folder, kill_at=JUMP + 1)  # noqa: E731
+    second = deployed("run2", kill_at=JUMP + 1)
     assert settle(second(), second) is None
     assert sqlwin_commits(root) == JUMP  # its sink and late rows written, expired rows deleted, not committed
-    third = lambda: Driver(tmp_path / "run3", root, folder)  # noqa: E731
+    third = deployed("run3")
     resumed = settle(third(), third)
     expected = settle(reference, reference_again)
     assert resumed is not None and expected is not None
     assert resumed == expected
-    # the input exercises what exactly-once has to get right: LATE panes, late rows, many micro-batches
+    # the input exercises what exactly-once has to get right: EARLY and LATE panes, late rows, many micro-batches
     custom = [json.loads(r) for r in expected["custom"]]
-    assert {r[6] for r in custom} == {"ON_TIME", "LATE"} and len(expected["late"]) >= 2
+    assert {r[6] for r in custom} == {"EARLY", "ON_TIME", "LATE"} and len(expected["late"]) >= 2
     assert any(r[7] == "True" and r[6] == "ON_TIME" and r[8] == str(JUMP + 1) for r in custom)  # fired, expired
     # panes come out in several micro-batches on both paths (native: Spark's batch ids, where the native path
     # now judges late rows by the watermark in force, so fewer batches emit than before)
     assert len({r[8] for r in custom}) >= 4 and len({json.loads(r)[8] for r in expected["native"]}) >= 3
+    # everything the deployed runs wrote is inside the mount: no local folder named after the URI
+    assert not [p for p in tmp_path.rglob("*") if p.name.startswith("viewfs")]
+    assert (root / CUSTOM / "sqlwin" / "state").is_dir() and (root / CUSTOM / "late_rows").is_dir()
 
 
 # -- STOP STREAMING TABLE, then the same statement again in the same session ---------------------------------

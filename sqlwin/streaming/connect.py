@@ -21,12 +21,12 @@ query, handing each micro-batch over bound to a server-side clone of the user's 
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable
 from typing import Any
 
 from sqlwin.errors import SqlwinError
+from sqlwin.streaming import storage
 
 VERSION_SKEW = "sqlwin versions differ:"
 
@@ -82,18 +82,23 @@ class CommittedState:
             operator.store = store
 
     def _read(self) -> tuple[int, dict]:
-        folder = os.path.join(self.root, "state")
+        folder = storage.join(self.root, "state")
         try:
             rows = (self.spark.read.option("wholetext", "true").option("pathGlobFilter", "*.json")
                     .option("ignoreMissingFiles", "true").text(folder)
                     .select("value", "_metadata.file_name").collect())
         except Exception:  # no state folder on the server yet: nothing committed
             return -1, {}
-        committed = [(int(r["file_name"][:-5]), r["value"]) for r in rows if r["file_name"][:-5].isdigit()]
-        if not committed:
-            return -1, {}
-        batch, text = max(committed)
-        return batch, json.loads(text)
+        committed = sorted(((int(r["file_name"][:-5]), r["value"]) for r in rows if r["file_name"][:-5].isdigit()),
+                           reverse=True)
+        for batch, text in committed:  # the newest whole one (a crash may tear the newest: storage.write_json)
+            try:
+                data = json.loads(text)
+            except ValueError:
+                continue
+            if isinstance(data, dict) and data.pop("end", None) is True:
+                return batch, data
+        return -1, {}
 
     # -- the part of StateStore that ``MicroBatchOperator._restore`` reads ----------------------
     def last_committed(self) -> int:
@@ -104,7 +109,7 @@ class CommittedState:
 
     def load_table(self, batch: int, name: str) -> Any:
         """A table saved with the commit (``StateStore.save_table``), read on the server by Spark."""
-        return self.spark.read.parquet(os.path.join(self.root, "state", f"{batch}.{name}.parquet")).toArrow()
+        return self.spark.read.parquet(storage.join(self.root, "state", f"{batch}.{name}.parquet")).toArrow()
 
     def row_batches_on_disk(self) -> list[int]:
         return []  # the server's worker cleans its own disk

@@ -28,8 +28,6 @@ of the next micro-batch (or after a restart), once that commit is on disk.
 
 from __future__ import annotations
 
-import os
-import shutil
 from typing import Any
 
 from sqlglot import exp
@@ -38,6 +36,7 @@ from sqlwin.core.panes import MAX_TIME, MIN_TIME, FiredPaneList
 from sqlwin.dialect import nodes as n
 from sqlwin.errors import SqlwinError
 from sqlwin.plan.windows import COUNT_WINDOW_COLUMNS, CountForm
+from sqlwin.streaming import storage
 from sqlwin.streaming.countsql import MS, CountWindowSql
 
 LATE = "late"
@@ -56,10 +55,8 @@ class CountWindowAssigner:
         self.sql = CountWindowSql(operator.shape, operator.query.compiler, operator.views)
         self.form = self.sql.form
         self.arrivals_sql = self.sql.arrivals()
-        self.root = os.path.join(operator.store.root, "count_windows")
+        self.root = storage.join(operator.store.root, "count_windows")
         self.view = f"{operator.views.batch}_count"
-        for sub in ("waiting", "history"):
-            os.makedirs(os.path.join(self.root, sub), exist_ok=True)
         self.numbered_to = MIN_TIME  # every row with ts <= numbered_to is numbered (or was dropped late)
         self.next_ts: int | None = None  # the earliest waiting row not yet numbered
         self.bases: dict[str, int] = {}  # rows numbered so far, per partition (JSON of PARTITION BY values)
@@ -88,16 +85,16 @@ class CountWindowAssigner:
         self._delete_unreferenced()
 
     def _path(self, kind: str, batch: int | str) -> str:
-        return os.path.join(self.root, kind, str(batch))
+        return storage.join(self.root, kind, str(batch))
 
     def _delete_unreferenced(self) -> None:
         """Files the committed state no longer names: fully numbered waiting rows, superseded history, and
         whatever an attempt that did not commit wrote (its re-run writes them again)."""
         keep = {"waiting": set(self.waiting), "history": {str(self.history[0])} if self.history else set()}
         for kind, names in keep.items():
-            for name in os.listdir(os.path.join(self.root, kind)):
+            for name in storage.listdir(storage.join(self.root, kind)):
                 if name not in names:
-                    shutil.rmtree(self._path(kind, name), ignore_errors=True)
+                    storage.delete(self._path(kind, name))
 
     @property
     def state_rows(self) -> int:

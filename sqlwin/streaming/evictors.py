@@ -24,8 +24,6 @@ evicts, since the rows stay in Spark (the operator's tokens are micro-batch numb
 
 from __future__ import annotations
 
-import os
-import shutil
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +33,7 @@ from sqlwin.errors import SqlwinError
 from sqlwin.plan import triggers as tp
 from sqlwin.plan.statements import CreateReplayStream
 from sqlwin.plan.windows import NESTED_TYPE_PREFIXES, TimeType, WindowKind
+from sqlwin.streaming import storage
 from sqlwin.streaming.state import StateStore
 
 if TYPE_CHECKING:
@@ -85,8 +84,7 @@ class SparkEvictor:
         self.op = operator
         self.shape: StreamingShape = operator.shape
         self.spec: tp.EvictSpec = self.shape.query.evict
-        self.folder = os.path.join(operator.store.root, "evicted")
-        os.makedirs(self.folder, exist_ok=True)
+        self.folder = storage.join(operator.store.root, "evicted")
         self.live: dict[int, list[int]] = {}  # evicted/<n> -> the tokens (micro-batches) whose rows it names
         self.dead: list[int] = []  # evicted sets to delete once the micro-batch is committed
         self.sessions = self.shape.window is not None and self.shape.window.kind is WindowKind.SESSION
@@ -103,7 +101,6 @@ class SparkEvictor:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._rows = None
-        os.makedirs(self.folder, exist_ok=True)  # on the file system of the process that runs the micro-batches
 
     # -- stored rows --------------------------------------------------------------------------
     def prepare(self, rows: Any) -> Any:
@@ -249,14 +246,14 @@ class SparkEvictor:
         runs the micro-batches only (over Spark Connect the client restores a read-only copy to report status,
         ``connect.CommittedState``, while the server may be writing the next set)."""
         self.live = {int(b): list(named) for b, named in data.items()}
-        if not isinstance(self.op.store, StateStore) or not os.path.isdir(self.folder):
+        if not isinstance(self.op.store, StateStore):
             return
-        for name in os.listdir(self.folder):
+        for name in storage.listdir(self.folder):
             if name.isdigit() and int(name) not in self.live:
                 self._drop(int(name))
 
     def _path(self, batch: int) -> str:
-        return os.path.join(self.folder, str(batch))
+        return storage.join(self.folder, str(batch))
 
     def _drop(self, batch: int) -> None:
-        shutil.rmtree(self._path(batch), ignore_errors=True)
+        storage.delete(self._path(batch))

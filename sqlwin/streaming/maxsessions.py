@@ -21,12 +21,11 @@ and its rows' files are deleted at the start of the next micro-batch (``count_wi
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections import defaultdict
 from typing import Any
 
 from sqlwin.core.panes import MIN_TIME
+from sqlwin.streaming import storage
 from sqlwin.streaming.sessions import CLOSED, LATE, SessionAssigner, _clusters
 
 
@@ -38,8 +37,7 @@ class MaxDurationSessions(SessionAssigner):
 
     def __init__(self, operator: Any):
         super().__init__(operator)
-        self.root = os.path.join(operator.store.root, "max_sessions")
-        os.makedirs(os.path.join(self.root, "rows"), exist_ok=True)
+        self.root = storage.join(operator.store.root, "max_sessions")
         self.view = f"{operator.views.batch}_maxs"
         self.clusters: dict[str, list[list]] = {}  # key -> [[start, reach, [batches of its kept rows]], ...]
         self.kept: dict[str, int] = {}  # batch -> rows kept in max_sessions/rows/<batch>
@@ -57,12 +55,12 @@ class MaxDurationSessions(SessionAssigner):
         return sum(self.kept.values())
 
     def _path(self, batch: int | str) -> str:
-        return os.path.join(self.root, "rows", str(batch))
+        return storage.join(self.root, "rows", str(batch))
 
     def _delete_unreferenced(self) -> None:
-        for name in os.listdir(os.path.join(self.root, "rows")):
+        for name in storage.listdir(storage.join(self.root, "rows")):
             if name not in self.kept:
-                shutil.rmtree(self._path(name), ignore_errors=True)
+                storage.delete(self._path(name))
 
     # -- a micro-batch ------------------------------------------------------------------------
     def assign(self, spark: Any, batch: int, watermark: int) -> dict:

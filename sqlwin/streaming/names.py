@@ -12,7 +12,6 @@ new sink silently).
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from sqlglot import exp
@@ -20,8 +19,8 @@ from sqlglot import exp
 from sqlwin.dialect import nodes as n
 from sqlwin.errors import SqlwinError
 from sqlwin.plan.statements import WindowedQuery
-from sqlwin.streaming import catalog
-from sqlwin.streaming.tables import streaming_root
+from sqlwin.streaming import catalog, storage
+from sqlwin.streaming.storage import streaming_root
 
 
 def check_outputs(spark: Any, name: str, query: WindowedQuery, name_node: exp.Expr | None = None,
@@ -71,7 +70,7 @@ def _writes(table: Any, key: str) -> str | None:
 
 
 def _check_insert_target(spark: Any, name: str, node: exp.Expr | None) -> None:
-    if catalog.find_table(name) is not None or os.path.isdir(os.path.join(streaming_root(spark), name)):
+    if catalog.find_table(name) is not None or storage.isdir(storage.join(streaming_root(spark), name)):
         return
     raise _error(node, f"INSERT INTO {name}: there is no streaming table {name} to continue (INSERT INTO resumes "
                        f"one that was stopped, or whose folder a previous run left); start it with CREATE "

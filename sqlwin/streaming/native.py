@@ -11,7 +11,6 @@ replaced by ``window()`` (whose struct carries the watermark, so append mode can
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from sqlglot import exp
@@ -20,7 +19,7 @@ from sqlwin.backends.spark_groupby import replace_window_bounds, struct_bound, w
 from sqlwin.dialect.nodes import TableArg
 from sqlwin.errors import SqlwinError
 from sqlwin.plan.windows import WindowKind
-from sqlwin.streaming import connect
+from sqlwin.streaming import connect, storage
 from sqlwin.streaming.runner import table_tag
 from sqlwin.streaming.shape import find_carrier, mark_carrier, strip_clauses
 from sqlwin.streaming.sources import stream_dataframe
@@ -97,7 +96,7 @@ def start_native(table: Any) -> Any:
     remote = connect.is_connect(spark)  # the writer runs on the server (sqlwin.streaming.connect)
     function = connect.ServerBatchFunction(write) if remote else write
     writer = result.writeStream.outputMode("append").foreachBatch(function) \
-        .option("checkpointLocation", os.path.join(table.location, "checkpoint")).queryName(f"sqlwin_{tag}")
+        .option("checkpointLocation", storage.join(table.location, "checkpoint")).queryName(f"sqlwin_{tag}")
     trigger = table.options.get("trigger")
     if trigger:
         writer = writer.trigger(processingTime=trigger)

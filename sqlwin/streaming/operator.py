@@ -42,7 +42,7 @@ from sqlwin.core.panes import (
 )
 from sqlwin.plan.statements import CreateStream
 from sqlwin.plan.windows import WindowKind
-from sqlwin.streaming import trace
+from sqlwin.streaming import storage, trace
 from sqlwin.streaming.countwindows import CountWindowAssigner
 from sqlwin.streaming.evictors import SparkEvictor
 from sqlwin.streaming.maxsessions import MaxDurationSessions
@@ -335,7 +335,6 @@ class MicroBatchOperator:
         ``window_end <= W - lateness``, or ``window closed`` when the window is one of ``closed`` (its trigger
         finished). The closed windows reach Spark as a parquet file, like the fired panes (``_fired_frame``)."""
         import pyarrow as pa
-        import pyarrow.parquet as pq
         from pyspark.sql import functions as F
 
         assigned = spark.sql(self.query.assign_sql)
@@ -344,8 +343,8 @@ class MicroBatchOperator:
         if closed:
             keys, starts, ends = zip(*closed, strict=True)
             path = self.store.scratch_file("closed", self.next_batch)
-            pq.write_table(pa.table([pa.array(keys, pa.string()), pa.array(starts, pa.int64()),
-                                     pa.array(ends, pa.int64())], names=["__key", "__ws", "__we"]), path)
+            storage.write_parquet(path, pa.table([pa.array(keys, pa.string()), pa.array(starts, pa.int64()),
+                                                  pa.array(ends, pa.int64())], names=["__key", "__ws", "__we"]))
             tombstones = spark.read.schema("__key string, __ws bigint, __we bigint").parquet(path) \
                 .withColumn("__closed", F.lit(True))
             assigned = assigned.join(F.broadcast(tombstones), ["__key", "__ws", "__we"], "left")
@@ -534,10 +533,8 @@ class MicroBatchOperator:
         They go to Spark as a parquet file: as a local DataFrame, tens of thousands of panes cost seconds per
         query (the optimizer evaluates expressions over a LocalRelation row by row on the driver, every time a
         query over it is planned)."""
-        import pyarrow.parquet as pq
-
         path = self.store.scratch_file("fired", batch)
-        pq.write_table(self._fired_table(fired, batch), path)
+        storage.write_parquet(path, self._fired_table(fired, batch))
         return spark.read.schema(self.FIRED_SCHEMA).parquet(path)
 
     @staticmethod

@@ -26,9 +26,6 @@ Two ways to run it, one semantics (``PlannedReplay`` is the operator with its Sp
 from __future__ import annotations
 
 import dataclasses
-import os
-import shutil
-import tempfile
 import uuid
 from typing import Any
 
@@ -36,6 +33,7 @@ from sqlglot import exp
 
 from sqlwin.core.panes import MAX_TIME, MIN_TIME, FiredPaneList, Pane, WindowKey
 from sqlwin.plan.windows import Column
+from sqlwin.streaming import storage
 from sqlwin.streaming.operator import CLOSED, LATE, MicroBatchOperator
 from sqlwin.streaming.panequery import PaneQuery
 from sqlwin.streaming.shape import StreamingShape
@@ -49,11 +47,11 @@ CLOCK = "__sqlwin_replay_clock"
 def replay(spark: Any, shape: StreamingShape, late_view: str | None = None) -> Any:
     """The panes of the replayed query (a batch DataFrame with ``micro_batch``); LATE ROWS TO becomes a view."""
     stream = shape.stream
-    folder = tempfile.mkdtemp(prefix="sqlwin-replay-")  # scratch state: the panes are returned, not kept
+    folder = storage.scratch_folder(spark, "sqlwin-replay-")  # scratch state: the panes are returned, not kept
     tag = f"replay_{uuid.uuid4().hex[:8]}"
-    sink = BatchSink(f"__sqlwin_out_{tag}", os.path.join(folder, "data"))
+    sink = BatchSink(f"__sqlwin_out_{tag}", storage.join(folder, "data"))
     late_name = shape.late_rows_to
-    late_sink = BatchSink(late_name, os.path.join(folder, "late_rows")) if late_name else None
+    late_sink = BatchSink(late_name, storage.join(folder, "late_rows")) if late_name else None
     try:
         has_clock = getattr(stream, "processing_time_by", None) is not None
         cut = Cut(spark, shape)
@@ -67,7 +65,7 @@ def replay(spark: Any, shape: StreamingShape, late_view: str | None = None) -> A
             late.localCheckpoint().createOrReplaceTempView(late_name)
         return result
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        storage.delete(folder)
 
 
 class Cut:
@@ -309,7 +307,6 @@ class PlannedReplay(MicroBatchOperator):
         per micro-batch (a filter on one file would do, but Spark 4.3 then fails to union the parts: their
         checkpoints keep the filter's constraint on an attribute the union cannot map)."""
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
         spark = self.spark
         schema = self.FIRED_SCHEMA + ", micro_batch int"
@@ -319,12 +316,11 @@ class PlannedReplay(MicroBatchOperator):
         self.stored.drop("__n").createOrReplaceTempView(self.views.rows)
         extra = ("micro_batch",)
         relation = self.query.relation_sql(self._stored_columns(), self.key_ddl, extra)
-        folder = os.path.join(self.store.root, "fired")
-        os.makedirs(folder, exist_ok=True)
+        folder = storage.join(self.store.root, "fired")
 
         def panes_of(part: Any, name: str) -> Any:
-            path = os.path.join(folder, f"{name}.parquet")
-            pq.write_table(part, path)
+            path = storage.join(folder, f"{name}.parquet")
+            storage.write_parquet(path, part)
             spark.read.schema(schema).parquet(path).createOrReplaceTempView(self.views.fired)
             spark.sql(relation).createOrReplaceTempView(self.views.relation)
             return spark.sql(self.query.pane_sql(extra))

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable
 from typing import Any
 
 from sqlwin.errors import SqlwinError
-from sqlwin.streaming import connect
+from sqlwin.streaming import connect, storage
 from sqlwin.streaming.operator import MicroBatchOperator
 from sqlwin.streaming.sources import SOURCE_COLUMN, TickFile, stream_dataframe, tick_dataframe
 
@@ -32,7 +31,7 @@ def start_custom(table: Any, clock: Callable[[], int] | None = None) -> Any:
 
     spark = table.spark
     shape = table.shape
-    path = os.path.join(table.location, "ticks")
+    path = storage.join(table.location, "ticks")
     ticks = TickFile(path) if clock is None else InjectedClockTicks(path)
     extra = {} if clock is None else {"clock": clock}
     operator = MicroBatchOperator(spark, shape, table.location, table.sink, table.late_sink,
@@ -50,7 +49,7 @@ def start_custom(table: Any, clock: Callable[[], int] | None = None) -> Any:
     remote = connect.is_connect(spark)  # the operator runs on the server, pickled (sqlwin.streaming.connect)
     function = connect.ServerBatchFunction(operator.run_batch, operator) if remote else operator.run_batch
     writer = data.writeStream.foreachBatch(function) \
-        .option("checkpointLocation", os.path.join(table.location, "checkpoint")) \
+        .option("checkpointLocation", storage.join(table.location, "checkpoint")) \
         .queryName(f"sqlwin_{table_tag(table.name)}")
     trigger = table.options.get("trigger")
     if trigger:

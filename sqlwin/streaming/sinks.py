@@ -8,9 +8,9 @@ its folder, so a batch written twice is still there once. Readers see the folder
 
 from __future__ import annotations
 
-import os
-import shutil
 from typing import Any
+
+from sqlwin.streaming import storage
 
 FORMATS = ("parquet", "json", "memory")
 
@@ -20,15 +20,15 @@ class BatchSink:
 
     def __init__(self, name: str, path: str, fmt: str = "parquet"):
         self.name = name
-        self.path = os.path.abspath(path)
+        self.path = storage.qualify(path)  # any URI, kept as given (sqlwin.streaming.storage)
         # "memory" keeps Spark's meaning (a table for this process) but is stored as parquet files,
         # so that the same exactly-once writer serves every format.
         self.format = "parquet" if fmt == "memory" else fmt
         self.schema: Any = None
-        os.makedirs(self.path, exist_ok=True)
+        storage.makedirs(self.path)
 
     def batch_path(self, batch: int) -> str:
-        return os.path.join(self.path, f"micro_batch={batch}")
+        return storage.join(self.path, f"micro_batch={batch}")
 
     def write(self, df: Any, batch: int) -> None:
         target = self.batch_path(batch)
@@ -37,17 +37,15 @@ class BatchSink:
     def wrote_nothing(self, batch: int) -> bool:
         """Whether the folder ``write`` just made for ``batch`` holds no row, read from the files themselves
         (parquet footers; a JSON file with a row is not empty), not by another Spark job."""
-        import pyarrow.parquet as pq
-
         folder = self.batch_path(batch)
-        files = [os.path.join(folder, f) for f in os.listdir(folder) if not f.startswith(("_", "."))]
+        files = [storage.join(folder, f) for f in storage.listdir(folder) if not f.startswith(("_", "."))]
         if self.format == "parquet":
-            return all(pq.read_metadata(f).num_rows == 0 for f in files)
-        return all(os.path.getsize(f) == 0 for f in files)
+            return all(storage.parquet_rows(f) == 0 for f in files)
+        return all(storage.size(f) == 0 for f in files)
 
     def clear(self, batch: int) -> None:
         """Remove a batch's folder left by an attempt that crashed (the retry may write nothing)."""
-        shutil.rmtree(self.batch_path(batch), ignore_errors=True)
+        storage.delete(self.batch_path(batch))
 
     def set_schema(self, schema: Any) -> None:
         from pyspark.sql.types import IntegerType, StructField, StructType

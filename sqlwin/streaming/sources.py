@@ -13,13 +13,13 @@ thread of the driver writes the file of a wake-up when its time comes. Tick rows
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from typing import Any
 
 from sqlwin.errors import SqlwinError
 from sqlwin.plan.statements import CreateStream
+from sqlwin.streaming import storage
 
 TICK_COLUMN = "__sqlwin_tick"
 SOURCE_COLUMN = "__sqlwin_source"  # which stream a row came from, when a query reads several
@@ -30,23 +30,23 @@ class TickFile:
     """A folder of tick files ``tick-<n>.json``; ``n`` only grows, and a new ``n`` is one more micro-batch."""
 
     def __init__(self, path: str):
-        self.path = path
-        os.makedirs(path, exist_ok=True)
+        self.path = storage.qualify(path)
+        storage.makedirs(self.path)
         self._timer: threading.Timer | None = None
         self._lock = threading.Lock()
 
     def read(self) -> dict:
-        ticks = [int(n[5:-5]) for n in os.listdir(self.path) if n.startswith("tick-") and n.endswith(".json")]
+        names = storage.listdir(self.path)
+        ticks = [int(n[5:-5]) for n in names if n.startswith("tick-") and n.endswith(".json") and n[5:-5].isdigit()]
         return {"wanted": max(ticks, default=0)}
 
     def _write(self, tick: int) -> None:
         with self._lock:
             if tick <= self.read()["wanted"]:
                 return
-            tmp = os.path.join(self.path, f".tick-{tick}.tmp")
-            with open(tmp, "w") as f:
-                f.write(json.dumps({TICK_COLUMN: tick}) + "\n")
-            os.replace(tmp, os.path.join(self.path, f"tick-{tick}.json"))  # the source sees whole files only
+            # the file source lists whole files only: written under a hidden name, then renamed
+            line = json.dumps({TICK_COLUMN: tick}) + "\n"
+            storage.publish(storage.join(self.path, f"tick-{tick}.json"), line.encode())
 
     def request(self, tick: int, wake_at: int | None = None, wake_tick: int | None = None) -> None:
         """Ask for a micro-batch now (a ``tick`` above the last one), and/or once the wall clock reaches
@@ -72,7 +72,7 @@ class TickFile:
         self.__dict__.update(state)
         self._lock = threading.Lock()
         self._timer = None
-        os.makedirs(self.path, exist_ok=True)  # the folder is on the file system of the process that writes ticks
+        storage.makedirs(self.path)  # the folder is on the file system of the process that writes ticks
 
 
 def tick_dataframe(spark: Any, folder: str) -> Any:
@@ -108,7 +108,7 @@ def source_dataframe(spark: Any, stream: CreateStream) -> Any:
         raise SqlwinError.at(stream.node, f"CREATE STREAM {stream.name}: declare the columns and their types")
     if stream.format == "csv":
         options.setdefault("header", "true")
-    os.makedirs(path, exist_ok=True)  # a stream over a folder that does not exist yet is empty, not an error
+    storage.makedirs(path)  # a stream over a folder that does not exist yet is empty, not an error
     return spark.readStream.format(stream.format).schema(schema_ddl(stream)).options(**options).load(path)
 
 

@@ -10,7 +10,6 @@ folder resumes where it stopped, with nothing lost or counted twice.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,19 +17,10 @@ from typing import Any
 
 from sqlwin.core.panes import MAX_TIME, MIN_TIME
 from sqlwin.errors import SqlwinError
-from sqlwin.streaming import catalog
+from sqlwin.streaming import catalog, storage
 from sqlwin.streaming.shape import StreamingShape, choose_path
 from sqlwin.streaming.sinks import FORMATS, BatchSink
-
-
-def streaming_root(spark: Any) -> str:
-    root = os.environ.get("SQLWIN_STREAMING_DIR")
-    if not root:
-        try:
-            root = spark.conf.get("sqlwin.streaming.dir", None)
-        except Exception:
-            root = None
-    return os.path.abspath(root or "sqlwin_streaming")
+from sqlwin.streaming.storage import streaming_root
 
 
 @dataclass
@@ -62,11 +52,11 @@ class StreamingTable:
         self.format = (fmt or "parquet").lower()
         if self.format not in FORMATS:
             raise SqlwinError(f"CREATE STREAMING TABLE {name} USING {self.format}: expected parquet, json or memory")
-        self.location = os.path.abspath(self.options.get("checkpoint") or os.path.join(streaming_root(spark), name))
+        self.location = storage.qualify(self.options.get("checkpoint") or storage.join(streaming_root(spark), name))
         self.path, self.why = choose_path(shape)
-        self.sink = BatchSink(name, self.options.get("path") or os.path.join(self.location, "data"), self.format)
+        self.sink = BatchSink(name, self.options.get("path") or storage.join(self.location, "data"), self.format)
         late = shape.late_rows_to
-        self.late_sink = BatchSink(late, os.path.join(self.location, "late_rows"), self.format) if late else None
+        self.late_sink = BatchSink(late, storage.join(self.location, "late_rows"), self.format) if late else None
         self.query: Any = None
         self.operator: Any = None
         self.committed_state: Any = None  # over Spark Connect: reads the server's committed operator state
@@ -77,7 +67,7 @@ class StreamingTable:
         existing = catalog.find_table(self.name)
         if existing is not None and existing.is_active:
             raise SqlwinError(f"streaming table {self.name} is already running; STOP STREAMING TABLE {self.name} first")
-        os.makedirs(self.location, exist_ok=True)
+        storage.makedirs(self.location)
         from sqlwin.streaming.native import start_native
         from sqlwin.streaming.runner import start_custom
 

@@ -1,0 +1,410 @@
+"""The one storage layer of streams: every file sqlwin reads or writes for a stream goes through here.
+
+A stream's locations (its files, Spark's checkpoint, sqlwin's operator state, ticks, sinks, late rows,
+scratch) are URIs exactly as the user gave them: ``viewfs://``, ``hdfs://``, ``s3a://``, ``abfss://`` or a
+local path. They are handed to Spark unchanged, and sqlwin's own reads and writes use the file system the
+URI names, as Spark would:
+
+- a local path or ``file:`` URI: ``pyarrow.fs.LocalFileSystem`` (no JVM round trip for the state files the
+  operator writes every micro-batch);
+- any other scheme, in a process with Spark's JVM (the driver): Hadoop's ``FileSystem`` with the session's
+  Hadoop configuration, so every file system Spark can reach (and its credentials) works;
+- any other scheme without a JVM (the foreachBatch worker of a Spark Connect server): ``pyarrow.fs``.
+
+A path without a scheme means what it means to Hadoop: a file of the default file system (``fs.defaultFS``);
+where that is the local one (Spark's default), the path is made absolute, so the driver and a Spark Connect
+server agree on it whatever their working folders.
+
+Nothing here depends on an atomic rename (object stores have none): ``write_once`` creates a file whole or
+leaves a file its reader rejects (``read_json`` is None for a torn file), and commits are files named by
+batch id (``sqlwin.streaming.state``). ``publish`` renames only to keep Spark's file source from listing a
+file before it is whole (a hidden name first).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any
+from urllib.parse import urlparse
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]+):")
+
+
+def scheme(uri: str) -> str | None:
+    """The URI's scheme (lower case), or None for a plain path (a one-letter "scheme" is a drive letter)."""
+    match = _SCHEME.match(uri)
+    return match.group(1).lower() if match else None
+
+
+def join(base: str, *parts: str) -> str:
+    """``base/part/...`` for any URI (``os.path.join`` is for local paths only)."""
+    out = base
+    for part in parts:
+        out = f"{out.rstrip('/')}/{part.strip('/')}" if out else part
+    return out
+
+
+def qualify(path: str) -> str:
+    """``path`` as every process reads it: a URI with a scheme unchanged; a plain path on the default file
+    system, absolute (local) or qualified by Hadoop (``hdfs://namenode/user/...``)."""
+    if scheme(path) is not None:
+        return path
+    jvm = _jvm()
+    if jvm is None or _default_scheme(jvm) == "file":
+        return os.path.abspath(path)  # a local path of this process, the user's own (Spark makes it absolute too)
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    return str(hadoop_path.getFileSystem(_conf(jvm)).makeQualified(hadoop_path).toString())
+
+
+def is_local(uri: str) -> bool:
+    kind = scheme(uri)
+    if kind is not None:
+        return kind == "file"
+    jvm = _jvm()
+    return jvm is None or _default_scheme(jvm) == "file"
+
+
+def streaming_root(spark: Any) -> str:
+    """Where streaming tables keep their folders by default: ``SQLWIN_STREAMING_DIR``, else the session conf
+    ``sqlwin.streaming.dir``, else ``./sqlwin_streaming``."""
+    root = os.environ.get("SQLWIN_STREAMING_DIR")
+    if not root:
+        try:
+            root = spark.conf.get("sqlwin.streaming.dir", None)
+        except Exception:  # a session whose conf cannot be read (stopped): the default
+            root = None
+    return qualify(root or "sqlwin_streaming")
+
+
+def scratch_folder(spark: Any, prefix: str) -> str:
+    """A new folder for files that live as long as one statement (a replay's state). Spark's executors read
+    it: with a local master a temporary folder of this machine, else one under the streaming root, on the
+    file system every process of the cluster reaches (``sqlwin.scratch.dir`` chooses another place)."""
+    import tempfile
+    import uuid
+
+    chosen = _conf_value(spark, "sqlwin.scratch.dir")
+    if chosen is None and str(_conf_value(spark, "spark.master") or "local").startswith("local"):
+        return tempfile.mkdtemp(prefix=prefix)
+    folder = join(qualify(chosen) if chosen else join(streaming_root(spark), "_scratch"), prefix + uuid.uuid4().hex)
+    makedirs(folder)
+    return folder
+
+
+def _conf_value(spark: Any, key: str) -> str | None:
+    try:
+        return spark.conf.get(key, None)
+    except Exception:  # a Spark Connect session may refuse a key it does not know
+        return None
+
+
+# -- operations ---------------------------------------------------------------------------------------
+def exists(uri: str) -> bool:
+    return _files(uri).exists(uri)
+
+
+def isdir(uri: str) -> bool:
+    return _files(uri).isdir(uri)
+
+
+def makedirs(uri: str) -> None:
+    _files(uri).makedirs(uri)
+
+
+def listdir(uri: str) -> list[str]:
+    """The names in folder ``uri`` (none when it does not exist)."""
+    return _files(uri).listdir(uri)
+
+
+def delete(uri: str) -> None:
+    """Remove a file or a folder with everything in it; nothing to do when it does not exist."""
+    _files(uri).delete(uri)
+
+
+def size(uri: str) -> int:
+    return _files(uri).size(uri)
+
+
+def read_bytes(uri: str) -> bytes | None:
+    """The file's bytes, or None when it does not exist."""
+    return _files(uri).read_bytes(uri)
+
+
+def write_once(uri: str, data: bytes) -> None:
+    """Create (or replace) the file ``uri`` with ``data``. A crash may leave it torn, never half-replaced by
+    a rename: readers of commit files check what they read (``read_json``)."""
+    _files(uri).write_bytes(uri, data)
+
+
+def publish(uri: str, data: bytes) -> None:
+    """Write ``data`` under a hidden name, then rename it to ``uri``: Spark's file source lists only files
+    that are whole (it skips names starting with ``.``)."""
+    folder, name = uri.rsplit("/", 1)
+    hidden = join(folder, f".{name}.tmp")
+    files = _files(uri)
+    files.write_bytes(hidden, data)
+    files.rename(hidden, uri)
+
+
+def write_json(uri: str, data: dict) -> None:
+    """A JSON file its reader can tell whole: the object ends with ``"end": true``, last."""
+    write_once(uri, json.dumps({**data, "end": True}).encode())
+
+
+def read_json(uri: str) -> dict | None:
+    """What ``write_json`` wrote; None when the file does not exist or a crash tore it."""
+    raw = read_bytes(uri)
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.pop("end", None) is not True:
+        return None
+    return data
+
+
+def write_parquet(uri: str, table: Any) -> None:
+    _files(uri).write_parquet(uri, table)
+
+
+def read_parquet(uri: str) -> Any:
+    return _files(uri).read_parquet(uri)
+
+
+def parquet_rows(uri: str) -> int:
+    """The row count in a parquet file's footer (the file itself is not read)."""
+    return _files(uri).parquet_rows(uri)
+
+
+# -- file systems ---------------------------------------------------------------------------------------
+class ArrowFiles:
+    """A ``pyarrow.fs`` file system: the local one, or one pyarrow reaches by URI."""
+
+    def __init__(self, filesystem: Any, local: bool):
+        self.fs = filesystem
+        self.local = local
+
+    def path(self, uri: str) -> str:
+        if self.local:
+            return urlparse(uri).path if scheme(uri) == "file" else os.path.abspath(uri)
+        from pyarrow import fs as pafs
+
+        return pafs.FileSystem.from_uri(uri)[1]
+
+    def _info(self, uri: str) -> Any:
+        return self.fs.get_file_info(self.path(uri))
+
+    def exists(self, uri: str) -> bool:
+        from pyarrow import fs as pafs
+
+        return self._info(uri).type != pafs.FileType.NotFound
+
+    def isdir(self, uri: str) -> bool:
+        from pyarrow import fs as pafs
+
+        return self._info(uri).type == pafs.FileType.Directory
+
+    def makedirs(self, uri: str) -> None:
+        self.fs.create_dir(self.path(uri), recursive=True)
+
+    def listdir(self, uri: str) -> list[str]:
+        from pyarrow import fs as pafs
+
+        if not self.isdir(uri):
+            return []
+        return [info.base_name for info in self.fs.get_file_info(pafs.FileSelector(self.path(uri)))]
+
+    def delete(self, uri: str) -> None:
+        from pyarrow import fs as pafs
+
+        info = self._info(uri)
+        if info.type == pafs.FileType.Directory:
+            self.fs.delete_dir(info.path)
+        elif info.type != pafs.FileType.NotFound:
+            self.fs.delete_file(info.path)
+
+    def size(self, uri: str) -> int:
+        return int(self._info(uri).size or 0)
+
+    def read_bytes(self, uri: str) -> bytes | None:
+        if not self.exists(uri):
+            return None
+        with self.fs.open_input_stream(self.path(uri)) as f:
+            return f.read()
+
+    def write_bytes(self, uri: str, data: bytes) -> None:
+        path = self.path(uri)
+        self.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+        with self.fs.open_output_stream(path) as f:
+            f.write(data)
+
+    def rename(self, source: str, target: str) -> None:
+        self.fs.move(self.path(source), self.path(target))
+
+    def write_parquet(self, uri: str, table: Any) -> None:
+        import pyarrow.parquet as pq
+
+        path = self.path(uri)
+        self.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+        pq.write_table(table, path, filesystem=self.fs, compression="snappy")
+
+    def read_parquet(self, uri: str) -> Any:
+        import pyarrow.parquet as pq
+
+        return pq.read_table(self.path(uri), filesystem=self.fs)
+
+    def parquet_rows(self, uri: str) -> int:
+        import pyarrow.parquet as pq
+
+        with self.fs.open_input_file(self.path(uri)) as f:
+            return pq.read_metadata(f).num_rows
+
+
+class HadoopFiles:
+    """Hadoop's ``FileSystem`` through Spark's JVM (py4j), with the session's Hadoop configuration."""
+
+    def __init__(self, jvm: Any):
+        self.jvm = jvm
+
+    def _fs(self, uri: str) -> tuple[Any, Any]:
+        path = self.jvm.org.apache.hadoop.fs.Path(uri)
+        return path.getFileSystem(_conf(self.jvm)), path
+
+    def exists(self, uri: str) -> bool:
+        fs, path = self._fs(uri)
+        return bool(fs.exists(path))
+
+    def isdir(self, uri: str) -> bool:
+        fs, path = self._fs(uri)
+        return bool(fs.exists(path) and fs.getFileStatus(path).isDirectory())
+
+    def makedirs(self, uri: str) -> None:
+        fs, path = self._fs(uri)
+        fs.mkdirs(path)
+
+    def listdir(self, uri: str) -> list[str]:
+        fs, path = self._fs(uri)
+        if not fs.exists(path):
+            return []
+        return [str(status.getPath().getName()) for status in fs.listStatus(path)]
+
+    def delete(self, uri: str) -> None:
+        fs, path = self._fs(uri)
+        fs.delete(path, True)
+
+    def size(self, uri: str) -> int:
+        fs, path = self._fs(uri)
+        return int(fs.getFileStatus(path).getLen())
+
+    def read_bytes(self, uri: str) -> bytes | None:
+        fs, path = self._fs(uri)
+        if not fs.exists(path):
+            return None
+        stream = fs.open(path)
+        try:
+            return bytes(self.jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
+        finally:
+            stream.close()
+
+    def write_bytes(self, uri: str, data: bytes) -> None:
+        fs, path = self._fs(uri)
+        stream = fs.create(path, True)
+        try:
+            stream.write(bytearray(data))
+        finally:
+            stream.close()
+
+    def rename(self, source: str, target: str) -> None:
+        fs, source_path = self._fs(source)
+        target_path = self.jvm.org.apache.hadoop.fs.Path(target)
+        fs.delete(target_path, False)
+        if not fs.rename(source_path, target_path):
+            raise OSError(f"cannot rename {source} to {target}")
+
+    def write_parquet(self, uri: str, table: Any) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        buffer = pa.BufferOutputStream()
+        pq.write_table(table, buffer, compression="snappy")
+        self.write_bytes(uri, buffer.getvalue().to_pybytes())
+
+    def read_parquet(self, uri: str) -> Any:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        raw = self.read_bytes(uri)
+        if raw is None:
+            raise FileNotFoundError(uri)
+        return pq.read_table(pa.BufferReader(raw))
+
+    def parquet_rows(self, uri: str) -> int:
+        """From the footer alone: its length (the 8 bytes before the end), then the footer, parsed by pyarrow
+        as a file that is only a footer."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        fs, path = self._fs(uri)
+        length = int(fs.getFileStatus(path).getLen())
+        stream = fs.open(path)
+        try:
+            io_utils = self.jvm.org.apache.commons.io.IOUtils
+            stream.seek(length - 8)
+            tail = bytes(io_utils.toByteArray(stream, 8))
+            footer_length = int.from_bytes(tail[:4], "little")
+            stream.seek(length - 8 - footer_length)
+            footer = bytes(io_utils.toByteArray(stream, footer_length))
+        finally:
+            stream.close()
+        return pq.read_metadata(pa.BufferReader(b"PAR1" + footer + tail)).num_rows
+
+
+_LOCAL: ArrowFiles | None = None
+_DEFAULT_SCHEME: dict[int, str] = {}  # per SparkContext: fs.defaultFS is read when a context starts
+
+
+def _files(uri: str) -> ArrowFiles | HadoopFiles:
+    global _LOCAL
+    if is_local(uri):
+        if _LOCAL is None:
+            from pyarrow import fs as pafs
+
+            _LOCAL = ArrowFiles(pafs.LocalFileSystem(), local=True)
+        return _LOCAL
+    jvm = _jvm()
+    if jvm is not None:
+        return HadoopFiles(jvm)
+    from pyarrow import fs as pafs
+
+    return ArrowFiles(pafs.FileSystem.from_uri(uri)[0], local=False)
+
+
+def _jvm() -> Any:
+    """Spark's JVM in this process (a classic driver), else None (a Spark Connect worker, or no Spark)."""
+    try:
+        from pyspark import SparkContext
+    except ImportError:
+        return None
+    context = SparkContext._active_spark_context
+    return context._jvm if context is not None else None
+
+
+def _conf(jvm: Any) -> Any:
+    """The Hadoop configuration Spark's file sources and sinks use (``spark.hadoop.*`` included)."""
+    from pyspark import SparkContext
+
+    context = SparkContext._active_spark_context
+    assert context is not None
+    return context._jsc.hadoopConfiguration()
+
+
+def _default_scheme(jvm: Any) -> str:
+    key = id(jvm)
+    if key not in _DEFAULT_SCHEME:
+        uri = jvm.org.apache.hadoop.fs.FileSystem.getDefaultUri(_conf(jvm))
+        _DEFAULT_SCHEME[key] = str(uri.getScheme() or "file").lower()
+    return _DEFAULT_SCHEME[key]
