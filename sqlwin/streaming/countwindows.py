@@ -34,14 +34,12 @@ from typing import Any
 
 from sqlglot import exp
 
-from sqlwin.core.panes import MAX_TIME, MIN_TIME, FiredPaneList
+from sqlwin.core.panes import DROP_CLOSED, DROP_LATE, MAX_TIME, MIN_TIME, FiredPaneList
 from sqlwin.dialect import nodes as n
 from sqlwin.errors import SqlwinError
 from sqlwin.plan.windows import COUNT_WINDOW_COLUMNS, CountForm
 from sqlwin.streaming.countsql import MS, CountWindowSql
 
-LATE = "late"
-CLOSED = "window closed"
 GROWING = (CountForm.TUMBLE_ROWS, CountForm.HOP_ROWS_ROWS)
 KNOWN_WHEN_COMPLETE = {CountForm.HOP_ROWS_TIME: "HOP(..., ROWS m, d)", CountForm.HOP_TIME_ROWS: "HOP(..., d, ROWS n)"}
 
@@ -144,7 +142,7 @@ class CountWindowAssigner:
                          F.min(F.when(~late, F.col("__ts"))).alias("lo"),
                          F.max(F.when(~late, F.col("__ts"))).alias("hi")).collect()[0]
         if stats["late"]:
-            late_parts.append(self._late_rows(rows.where(late), None, None, LATE))
+            late_parts.append(self._late_rows(rows.where(late), None, None, DROP_LATE))
         if stats["kept"]:
             columns = [F.col(f"`{c}`") for c in self.op.relation_columns] + [F.col("__ts"), F.col("__part")]
             rows.where(~late).select(*columns).write.mode("overwrite").parquet(self._path("waiting", batch))
@@ -243,7 +241,7 @@ class CountWindowAssigner:
             kept_rows = kept_rows.join(F.broadcast(marks), "__key", "left")
             gone = kept_rows.where(F.col("__cs").isNotNull())
             dropped = gone.count()
-            late_parts.append(self._late_rows(gone, "__cs", "__ce", CLOSED))
+            late_parts.append(self._late_rows(gone, "__cs", "__ce", DROP_CLOSED))
             kept_rows = kept_rows.where(F.col("__cs").isNull())
         self._store(kept_rows, batch, sum(accepted.values()))
         return accepted, dropped

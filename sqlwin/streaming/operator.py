@@ -30,6 +30,8 @@ from typing import Any
 
 from sqlwin.core.columnar import ColumnarPanes, ComparisonTrigger, FiredPanes
 from sqlwin.core.panes import (
+    DROP_CLOSED,
+    DROP_LATE,
     FIRED_COLUMNS,
     MAX_TIME,
     MIN_TIME,
@@ -54,8 +56,6 @@ from sqlwin.streaming.sources import SOURCE_COLUMN, TICK_COLUMN, TickFile
 from sqlwin.streaming.state import StateStore, now_micros
 
 Fired = FiredPaneList | FiredPanes  # the panes of a micro-batch: PaneDriver's, or the columnar ones
-LATE = "late"
-CLOSED = "window closed"
 
 
 class MicroBatchOperator:
@@ -353,7 +353,7 @@ class MicroBatchOperator:
         else:
             assigned = assigned.withColumn("__closed", F.lit(False))
             is_closed = F.col("__closed")
-        status = F.when(late, F.lit(LATE)).when(is_closed, F.lit(CLOSED))
+        status = F.when(late, F.lit(DROP_LATE)).when(is_closed, F.lit(DROP_CLOSED))
         return assigned.withColumn("__status", status).drop("__closed")
 
     def _closed_windows(self) -> list[WindowKey]:

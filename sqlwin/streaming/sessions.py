@@ -28,11 +28,8 @@ from typing import Any
 
 from sqlglot import exp
 
-from sqlwin.core.panes import MIN_TIME
+from sqlwin.core.panes import DROP_CLOSED, DROP_LATE, MIN_TIME
 from sqlwin.plan import triggers as plan
-
-LATE = "late"
-CLOSED = "window closed"
 
 
 class SessionAssigner:
@@ -81,7 +78,7 @@ class SessionAssigner:
         is_late, end, ts = late
         return rows.where(is_late).select(*[F.col(f"`{c}`") for c in self.op.relation_columns],
                                           ts.alias("window_start"), F.timestamp_micros(end).alias("window_end"),
-                                          F.lit(LATE).alias("reason"))
+                                          F.lit(DROP_LATE).alias("reason"))
 
     def scan(self, spark: Any, data: Any, batch: int, watermark: int,
              processing_time: int) -> tuple[int, list[int | None], dict]:
@@ -218,7 +215,7 @@ class SessionAssigner:
         joined = assigned.join(F.broadcast(marks), ["__key", "__ws", "__we"], "left")
         dropped = joined.where(F.col("__cs").isNotNull()).select(
             *[F.col(f"`{c}`") for c in op.relation_columns], F.timestamp_micros("__cs").alias("window_start"),
-            F.timestamp_micros("__ce").alias("window_end"), F.lit(CLOSED).alias("reason"))
+            F.timestamp_micros("__ce").alias("window_end"), F.lit(DROP_CLOSED).alias("reason"))
         return dropped, joined.where(F.col("__cs").isNull()).drop("__cs", "__ce")
 
     def _stored_rows_of(self, spark: Any, lost: list) -> Any:
@@ -235,7 +232,7 @@ class SessionAssigner:
             (F.col("__ts") >= F.col("__ls")) & (F.col("__ts") < F.col("__le")))
         return joined.select(*[F.col(f"`{c}`") for c in op.relation_columns],
                              F.timestamp_micros("__cs").alias("window_start"),
-                             F.timestamp_micros("__ce").alias("window_end"), F.lit(CLOSED).alias("reason"))
+                             F.timestamp_micros("__ce").alias("window_end"), F.lit(DROP_CLOSED).alias("reason"))
 
 
 def never_finishes(trigger: Any) -> bool:
