@@ -38,6 +38,7 @@ from sqlwin.core.panes import DROP_CLOSED, DROP_LATE, MAX_TIME, MIN_TIME, FiredP
 from sqlwin.dialect import nodes as n
 from sqlwin.errors import SqlwinError
 from sqlwin.plan.windows import COUNT_WINDOW_COLUMNS, CountForm
+from sqlwin.streaming.context import OperatorContext, QueryShape
 from sqlwin.streaming.countsql import MS, CountWindowSql
 
 GROWING = (CountForm.TUMBLE_ROWS, CountForm.HOP_ROWS_ROWS)
@@ -49,7 +50,7 @@ class CountWindowAssigner:
 
     STATE_KEY = "count_windows"  # its part of the operator's committed state (``state/<n>.json``)
 
-    def __init__(self, operator: Any):
+    def __init__(self, operator: OperatorContext):
         self.op = operator
         self.sql = CountWindowSql(operator.shape, operator.query.compiler, operator.views)
         self.form = self.sql.form
@@ -389,7 +390,7 @@ class CountWindowAssigner:
                 del op.windows[window]
                 expired += 1
             accepted = {w: c for w, c in accepted.items() if w in self.completing}
-        due = [w for w, s in op.windows.items() if w not in accepted and op._due(s, watermark, processing_time)]
+        due = [w for w, s in op.windows.items() if w not in accepted and op.is_due(s, watermark, processing_time)]
         filling = min(watermark, MAX_TIME - 1)
         for window in [*accepted, *due]:
             state = op.windows[window]
@@ -414,7 +415,7 @@ class CountWindowAssigner:
         return self.units[window[0]][1]
 
 
-def check_count_query(shape: Any) -> None:
+def check_count_query(shape: QueryShape) -> None:
     """What a streaming count-window query must be (errors before anything starts, at the clause)."""
     spec, query, carrier = shape.window, shape.query, shape.carrier
     if not shape.aggregated:

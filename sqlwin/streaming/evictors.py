@@ -35,11 +35,11 @@ from sqlwin.errors import SqlwinError
 from sqlwin.plan import triggers as tp
 from sqlwin.plan.statements import CreateReplayStream
 from sqlwin.plan.windows import NESTED_TYPE_PREFIXES, TimeType, WindowKind
+from sqlwin.streaming.context import OperatorContext, QueryShape
 from sqlwin.streaming.state import StateStore
 
 if TYPE_CHECKING:
     from sqlwin.core.panes import FiredPaneList
-    from sqlwin.streaming.shape import StreamingShape
 
 D = "spark"
 IDENTITY = ["__key", "__ws", "__we", "__mb", "__pos"]  # one stored row (a HOP row is stored once per window)
@@ -48,11 +48,11 @@ PANE = "PARTITION BY __pk, __pws, __pwe"
 LATEST_FIRST = "ORDER BY __mb DESC, __pos DESC"
 
 
-def evict_clause(shape: StreamingShape) -> exp.Expr:
+def evict_clause(shape: QueryShape) -> exp.Expr:
     return next(s.args["evict"] for s in shape.query.node.find_all(exp.Select) if s.args.get("evict"))
 
 
-def check_evictor(shape: StreamingShape) -> None:
+def check_evictor(shape: QueryShape) -> None:
     """What only a streaming query can get wrong with EVICT, before anything runs (the DELTA expression's
     type is checked by Spark when the operator starts)."""
     spec = shape.query.evict
@@ -81,9 +81,9 @@ def delta_threshold(node: exp.Expr) -> float:
 class SparkEvictor:
     """The evictor of one streaming table or replay, on the operator's stored rows (see the module doc)."""
 
-    def __init__(self, operator: Any):
+    def __init__(self, operator: OperatorContext):
         self.op = operator
-        self.shape: StreamingShape = operator.shape
+        self.shape: QueryShape = operator.shape
         self.spec: tp.EvictSpec = self.shape.query.evict
         self.folder = os.path.join(operator.store.root, "evicted")
         os.makedirs(self.folder, exist_ok=True)
@@ -93,7 +93,7 @@ class SparkEvictor:
         self._rows: Any = None  # the stored rows the current micro-batch's panes read, minus evicted ones
 
     @classmethod
-    def of(cls, operator: Any) -> SparkEvictor | None:
+    def of(cls, operator: OperatorContext) -> SparkEvictor | None:
         return cls(operator) if operator.shape.query.evict is not None else None
 
     def __getstate__(self) -> dict:

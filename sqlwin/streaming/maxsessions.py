@@ -27,6 +27,7 @@ from collections import defaultdict
 from typing import Any
 
 from sqlwin.core.panes import DROP_CLOSED, DROP_LATE, MIN_TIME
+from sqlwin.streaming.context import OperatorContext
 from sqlwin.streaming.sessions import SessionAssigner, _clusters
 
 
@@ -36,7 +37,7 @@ class MaxDurationSessions(SessionAssigner):
     def keeps_partials(self) -> bool:
         return False  # a cut session does not hold whole micro-batch sessions: the rows are re-cut
 
-    def __init__(self, operator: Any):
+    def __init__(self, operator: OperatorContext):
         super().__init__(operator)
         self.root = os.path.join(operator.store.root, "max_sessions")
         os.makedirs(os.path.join(self.root, "rows"), exist_ok=True)

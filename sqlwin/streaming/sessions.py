@@ -30,10 +30,12 @@ from sqlglot import exp
 
 from sqlwin.core.panes import DROP_CLOSED, DROP_LATE, MIN_TIME
 from sqlwin.plan import triggers as plan
+from sqlwin.streaming.context import OperatorContext
+from sqlwin.streaming.fusedscan import FusedScan
 
 
 class SessionAssigner:
-    def __init__(self, operator: Any):
+    def __init__(self, operator: OperatorContext):
         self.op = operator
         self._partials_sql: str | None = None  # the micro-batch's sessions as partial rows (``scan``)
 
@@ -87,10 +89,8 @@ class SessionAssigner:
         in Python and their partial rows are stored. Late rows are read again only when there are some."""
         from pyspark.sql import functions as F
 
-        from sqlwin.streaming.operator import FusedScan  # the operator imports this module
-
         op = self.op
-        stats = op._register(data, processing_time)
+        stats = op.register_batch(data, processing_time)
         late = self._late(spark, watermark)
         arrived = self._arrived(spark)
         if late is not None:
@@ -100,7 +100,7 @@ class SessionAssigner:
             self._partials_sql = op.query.session_partials_sql(op.query.decomposition)
         scan = FusedScan(op, spark.sql(self._partials_sql), arrived.agg(*stats))
         try:
-            count, max_ts = op._statistics(scan.summary)
+            count, max_ts = op.batch_statistics(scan.summary)
             if not count:
                 return 0, max_ts, {}
             groups = scan.groups
