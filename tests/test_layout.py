@@ -5,11 +5,13 @@ modules import each other, not even inside a function or under ``if TYPE_CHECKIN
 a cycle, as ``pipeline`` <-> ``api`` once did, and ``operator`` <-> ``sessions``, ``catalog`` <-> ``tables``
 and ``evictors`` <-> ``shape`` did): a collaborator of the streaming operator sees it through the protocols
 of ``sqlwin.streaming.context``, which the operator, its collaborators and the query's shape must keep to.
+``sqlwin.core`` imports only what docs/ARCHITECTURE.md says it does.
 """
 
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -167,3 +169,43 @@ def test_drop_reasons_are_defined_once() -> None:
     spelt = sorted(name for name in MODULES for node in ast.walk(tree(name))
                    if isinstance(node, ast.Constant) and node.value == "window closed")
     assert spelt == ["sqlwin.core.panes"]
+
+
+# -- sqlwin.core --------------------------------------------------------------------------------------------
+# what docs/ARCHITECTURE.md says core/ imports, beside the standard library
+CORE_PROJECT = {"sqlwin.errors", "sqlwin.plan.triggers"}
+CORE_LIBRARIES = {"numpy", "pandas"}  # when imported
+CORE_LAZY = {"pyarrow"}  # inside functions only
+CORE_THROUGH_PLAN = {"sqlglot"}  # what sqlwin.plan.triggers imports
+
+
+def core_paragraph() -> str:
+    lines = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("  core/"))
+    end = next(i for i in range(start + 1, len(lines)) if lines[i][2:3].strip())
+    return " ".join(" ".join(lines[start:end]).split())
+
+
+def external(names: set[str]) -> set[str]:
+    """The top-level names of the imported modules that are neither the project's nor the standard library's."""
+    return {n.split(".")[0] for n in names if n not in MODULES} - set(sys.stdlib_module_names)
+
+
+def test_core_imports_what_the_architecture_says() -> None:
+    core = [name for name in MODULES if name.startswith("sqlwin.core.")]
+    assert "sqlwin.core.panes" in core and "sqlwin.core.columnar" in core
+    project = set().union(*(imports(m, lazy=True) for m in core)) - {"sqlwin.core", *core}
+    assert project == CORE_PROJECT
+    assert set().union(*(external(imported(m, lazy=False)) for m in core)) == CORE_LIBRARIES
+    assert set().union(*(external(imported(m, lazy=True)) for m in core)) == CORE_LIBRARIES | CORE_LAZY
+    reached, todo = set(core), [*core]
+    while todo:
+        for module in imports(todo.pop(), lazy=True) - reached:
+            reached.add(module)
+            todo.append(module)
+    assert reached == {*core, *CORE_PROJECT}
+    beyond = set().union(*(external(imported(m, lazy=True)) for m in reached))
+    assert "pyspark" not in beyond and beyond == CORE_LIBRARIES | CORE_LAZY | CORE_THROUGH_PLAN
+    text = core_paragraph()
+    for name in (*CORE_LIBRARIES, *CORE_LAZY, *CORE_THROUGH_PLAN, "errors", "plan.triggers", "pyspark"):
+        assert name in text, name
