@@ -45,10 +45,10 @@ class PanePicture:
 
 def pane_pictures(spark: Any, text: str, value: str | None = None) -> list[PanePicture]:
     """Run the script ``text`` and return one picture per query over a replay stream."""
-    import sqlwin
+    from sqlwin.api import run_script  # the facade runs the script; it does not import this module
 
     with recording() as runs:
-        for _ in sqlwin.run_script(spark, text):
+        for _ in run_script(spark, text):
             pass
     if not runs:
         raise SqlwinError("nothing to draw: the script has no query over a replay stream "

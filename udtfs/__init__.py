@@ -13,26 +13,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from udtfs.shipping import ship_by_value
 from udtfs.spec import GAP_COLUMN, register_for_spec, udtf_call_sql
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = ["GAP_COLUMN", "register_all", "register_for_spec", "ship_by_value", "udtf_call_sql"]
-
-
-def ship_by_value() -> None:
-    """Pickle sqlwin's assigner code by value so executors need not import sqlwin."""
-    from pyspark import cloudpickle
-
-    import sqlwin.core.assigners
-    import sqlwin.core.timeunits
-    import udtfs._arrow
-    import udtfs._worker
-    import udtfs.generic
-
-    for module in (sqlwin.core.assigners, sqlwin.core.timeunits, udtfs._arrow, udtfs._worker, udtfs.generic):
-        cloudpickle.register_pickle_by_value(module)
 
 
 def register_all(spark: SparkSession) -> None:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from sqlwin.plan.windows import Rows, TimeType, WindowSpec
 from udtfs._worker import Params, make_udtf_class
+from udtfs.shipping import ship_by_value
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -79,8 +80,6 @@ def register_for_spec(spark: SparkSession, spec: WindowSpec) -> str:
     """Register (once per session and distinct parameters + schema) the arrow UDTF for ``spec``;
     return its name. See the module docstring for how to call it (or ``udtf_call_sql``)."""
     from pyspark.sql.functions import arrow_udtf
-
-    from udtfs import ship_by_value
 
     name = udtf_name(spec)
     done: set[str] = spark.__dict__.setdefault("_sqlwin_spec_udtfs", set())

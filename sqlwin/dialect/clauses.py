@@ -15,9 +15,22 @@ from sqlglot.tokens import TokenType
 from sqlwin.dialect import nodes as n
 
 if t.TYPE_CHECKING:
+    from sqlglot.parsers.spark import SparkParser
     from sqlglot.tokens import Token
 
-    from sqlwin.dialect.parser import SqlwinParser as _Base  # the class this mixin is part of
+    class _Base(SparkParser):
+        """What this mixin uses of the class it is part of, ``SqlwinParser`` (which defines these), beyond
+        sqlglot's Spark parser: declared here, so that this module does not import the parser that imports it."""
+
+        def _mark(self, node: exp.Expr, token: Token | None) -> exp.Expr: ...
+
+        def _fail(self, message: str, token: Token | None = None) -> t.NoReturn: ...
+
+        def _expect(self, token_type: TokenType, what: str, context: str) -> Token: ...
+
+        def _parse_table_arg(self, partition: bool) -> n.TableArg: ...
+
+        def _parse_streaming_table_name(self) -> exp.Table: ...
 else:
     _Base = object
 

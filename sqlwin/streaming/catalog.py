@@ -4,24 +4,38 @@
 session, from Python, a CLI script or a JDBC connection, resolves its schema through Spark as for any
 table) and here, with what a view cannot hold: the watermark, the idle timeout, the PROCTIME column,
 or, for a replay stream, its arrival order and micro-batches. Streaming tables are kept per process:
-``SHOW``/``STOP STREAMING TABLES`` work from any session of the process.
+``SHOW``/``STOP STREAMING TABLES`` work from any session of the process. The catalog keeps them as
+``StreamingTable``s (``sqlwin.streaming.tables``, which registers each one it starts): what it and its
+readers use of one is the ``RegisteredTable`` protocol here, so it does not import that module back.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from sqlwin.plan.statements import CreateReplayStream, CreateStream
 
-if TYPE_CHECKING:
-    from sqlwin.streaming.tables import StreamingTable
-
 StreamDef = CreateStream | CreateReplayStream
+
+
+class RegisteredTable(Protocol):
+    """A running (or stopped) streaming table, as the catalog and its readers see it."""
+
+    name: str
+    spark: Any  # the session that started it
+
+    @property
+    def is_active(self) -> bool: ...
+
+    def status(self) -> Any: ...
+
+    def stop(self) -> None: ...
+
 
 _lock = threading.RLock()
 _streams: dict[tuple[str, str], StreamDef] = {}
-_tables: dict[str, StreamingTable] = {}
+_tables: dict[str, RegisteredTable] = {}
 
 
 def session_key(spark: Any) -> str:
@@ -51,12 +65,12 @@ def streams_in(spark: Any, names: list[str]) -> list[StreamDef]:
     return [s for s in (find_stream(spark, n) for n in names) if s is not None]
 
 
-def add_table(table: StreamingTable) -> None:
+def add_table(table: RegisteredTable) -> None:
     with _lock:
         _tables[table.name.lower()] = table
 
 
-def find_table(name: str) -> StreamingTable | None:
+def find_table(name: str) -> RegisteredTable | None:
     with _lock:
         return _tables.get(name.lower())
 
@@ -66,6 +80,6 @@ def remove_table(name: str) -> None:
         _tables.pop(name.lower(), None)
 
 
-def all_tables() -> list[StreamingTable]:
+def all_tables() -> list[RegisteredTable]:
     with _lock:
         return list(_tables.values())

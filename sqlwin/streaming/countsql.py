@@ -15,7 +15,7 @@ Built once per query, like ``panequery``; rows never reach Python:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
@@ -23,12 +23,16 @@ from sqlwin.backends.sqlbuild import col
 from sqlwin.dialect.nodes import TableArg
 from sqlwin.plan.windows import CountForm, Rows
 
+if TYPE_CHECKING:
+    from sqlwin.backends.spark_batch import SparkBatchCompiler
+    from sqlwin.streaming.context import QueryShape, Views
+
 D = "spark"
 MS = 1000  # count windows end 1 ms after their last row (GRAMMAR 1)
 
 
 class CountWindowSql:
-    def __init__(self, shape: Any, compiler: Any, views: Any):
+    def __init__(self, shape: QueryShape, compiler: SparkBatchCompiler, views: Views):
         self.shape = shape
         self.spec = shape.window
         self.compiler = compiler

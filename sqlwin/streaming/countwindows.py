@@ -32,15 +32,14 @@ from typing import Any
 
 from sqlglot import exp
 
-from sqlwin.core.panes import MAX_TIME, MIN_TIME, FiredPaneList
+from sqlwin.core.panes import DROP_CLOSED, DROP_LATE, MAX_TIME, MIN_TIME, FiredPaneList
 from sqlwin.dialect import nodes as n
 from sqlwin.errors import SqlwinError
 from sqlwin.plan.windows import COUNT_WINDOW_COLUMNS, CountForm
 from sqlwin.streaming import storage
+from sqlwin.streaming.context import OperatorContext, QueryShape
 from sqlwin.streaming.countsql import MS, CountWindowSql
 
-LATE = "late"
-CLOSED = "window closed"
 GROWING = (CountForm.TUMBLE_ROWS, CountForm.HOP_ROWS_ROWS)
 KNOWN_WHEN_COMPLETE = {CountForm.HOP_ROWS_TIME: "HOP(..., ROWS m, d)", CountForm.HOP_TIME_ROWS: "HOP(..., d, ROWS n)"}
 
@@ -50,7 +49,7 @@ class CountWindowAssigner:
 
     STATE_KEY = "count_windows"  # its part of the operator's committed state (``state/<n>.json``)
 
-    def __init__(self, operator: Any):
+    def __init__(self, operator: OperatorContext):
         self.op = operator
         self.sql = CountWindowSql(operator.shape, operator.query.compiler, operator.views)
         self.form = self.sql.form
@@ -141,7 +140,7 @@ class CountWindowAssigner:
                          F.min(F.when(~late, F.col("__ts"))).alias("lo"),
                          F.max(F.when(~late, F.col("__ts"))).alias("hi")).collect()[0]
         if stats["late"]:
-            late_parts.append(self._late_rows(rows.where(late), None, None, LATE))
+            late_parts.append(self._late_rows(rows.where(late), None, None, DROP_LATE))
         if stats["kept"]:
             columns = [F.col(f"`{c}`") for c in self.op.relation_columns] + [F.col("__ts"), F.col("__part")]
             rows.where(~late).select(*columns).write.mode("overwrite").parquet(self._path("waiting", batch))
@@ -240,7 +239,7 @@ class CountWindowAssigner:
             kept_rows = kept_rows.join(F.broadcast(marks), "__key", "left")
             gone = kept_rows.where(F.col("__cs").isNotNull())
             dropped = gone.count()
-            late_parts.append(self._late_rows(gone, "__cs", "__ce", CLOSED))
+            late_parts.append(self._late_rows(gone, "__cs", "__ce", DROP_CLOSED))
             kept_rows = kept_rows.where(F.col("__cs").isNull())
         self._store(kept_rows, batch, sum(accepted.values()))
         return accepted, dropped
@@ -388,7 +387,7 @@ class CountWindowAssigner:
                 del op.windows[window]
                 expired += 1
             accepted = {w: c for w, c in accepted.items() if w in self.completing}
-        due = [w for w, s in op.windows.items() if w not in accepted and op._due(s, watermark, processing_time)]
+        due = [w for w, s in op.windows.items() if w not in accepted and op.is_due(s, watermark, processing_time)]
         filling = min(watermark, MAX_TIME - 1)
         for window in [*accepted, *due]:
             state = op.windows[window]
@@ -413,7 +412,7 @@ class CountWindowAssigner:
         return self.units[window[0]][1]
 
 
-def check_count_query(shape: Any) -> None:
+def check_count_query(shape: QueryShape) -> None:
     """What a streaming count-window query must be (errors before anything starts, at the clause)."""
     spec, query, carrier = shape.window, shape.query, shape.carrier
     if not shape.aggregated:

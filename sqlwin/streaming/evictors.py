@@ -34,11 +34,11 @@ from sqlwin.plan import triggers as tp
 from sqlwin.plan.statements import CreateReplayStream
 from sqlwin.plan.windows import NESTED_TYPE_PREFIXES, TimeType, WindowKind
 from sqlwin.streaming import storage
+from sqlwin.streaming.context import OperatorContext, QueryShape
 from sqlwin.streaming.state import StateStore
 
 if TYPE_CHECKING:
     from sqlwin.core.panes import FiredPaneList
-    from sqlwin.streaming.shape import StreamingShape
 
 D = "spark"
 IDENTITY = ["__key", "__ws", "__we", "__mb", "__pos"]  # one stored row (a HOP row is stored once per window)
@@ -47,11 +47,11 @@ PANE = "PARTITION BY __pk, __pws, __pwe"
 LATEST_FIRST = "ORDER BY __mb DESC, __pos DESC"
 
 
-def evict_clause(shape: StreamingShape) -> exp.Expr:
+def evict_clause(shape: QueryShape) -> exp.Expr:
     return next(s.args["evict"] for s in shape.query.node.find_all(exp.Select) if s.args.get("evict"))
 
 
-def check_evictor(shape: StreamingShape) -> None:
+def check_evictor(shape: QueryShape) -> None:
     """What only a streaming query can get wrong with EVICT, before anything runs (the DELTA expression's
     type is checked by Spark when the operator starts)."""
     spec = shape.query.evict
@@ -80,9 +80,9 @@ def delta_threshold(node: exp.Expr) -> float:
 class SparkEvictor:
     """The evictor of one streaming table or replay, on the operator's stored rows (see the module doc)."""
 
-    def __init__(self, operator: Any):
+    def __init__(self, operator: OperatorContext):
         self.op = operator
-        self.shape: StreamingShape = operator.shape
+        self.shape: QueryShape = operator.shape
         self.spec: tp.EvictSpec = self.shape.query.evict
         self.folder = storage.join(operator.store.root, "evicted")
         self.live: dict[int, list[int]] = {}  # evicted/<n> -> the tokens (micro-batches) whose rows it names
@@ -91,7 +91,7 @@ class SparkEvictor:
         self._rows: Any = None  # the stored rows the current micro-batch's panes read, minus evicted ones
 
     @classmethod
-    def of(cls, operator: Any) -> SparkEvictor | None:
+    def of(cls, operator: OperatorContext) -> SparkEvictor | None:
         return cls(operator) if operator.shape.query.evict is not None else None
 
     def __getstate__(self) -> dict:

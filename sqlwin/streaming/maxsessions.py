@@ -24,9 +24,10 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from sqlwin.core.panes import MIN_TIME
+from sqlwin.core.panes import DROP_CLOSED, DROP_LATE, MIN_TIME
 from sqlwin.streaming import storage
-from sqlwin.streaming.sessions import CLOSED, LATE, SessionAssigner, _clusters
+from sqlwin.streaming.context import OperatorContext
+from sqlwin.streaming.sessions import SessionAssigner, _clusters
 
 
 class MaxDurationSessions(SessionAssigner):
@@ -35,7 +36,7 @@ class MaxDurationSessions(SessionAssigner):
     def keeps_partials(self) -> bool:
         return False  # a cut session does not hold whole micro-batch sessions: the rows are re-cut
 
-    def __init__(self, operator: Any):
+    def __init__(self, operator: OperatorContext):
         super().__init__(operator)
         self.root = storage.join(operator.store.root, "max_sessions")
         self.view = f"{operator.views.batch}_maxs"
@@ -84,7 +85,7 @@ class MaxDurationSessions(SessionAssigner):
             if late_count:
                 late_parts.append(rows.where("__late").select(
                     *[F.col(f"`{c}`") for c in op.relation_columns], ts.alias("window_start"),
-                    F.timestamp_micros(own_end).alias("window_end"), F.lit(LATE).alias("reason")))
+                    F.timestamp_micros(own_end).alias("window_end"), F.lit(DROP_LATE).alias("reason")))
             columns = [c for c in rows.columns if c != "__late"]
             kept = rows.where(~F.col("__late")).select(*columns)
             kept.createOrReplaceTempView(op.views.batch)
@@ -220,7 +221,7 @@ class MaxDurationSessions(SessionAssigner):
                 (F.col("__ts") < F.col("__ce"))
             gone = assigned.join(F.broadcast(frame), hit).select(
                 *[F.col(f"`{c}`") for c in op.relation_columns], F.timestamp_micros("__cs").alias("window_start"),
-                F.timestamp_micros("__ce").alias("window_end"), F.lit(CLOSED).alias("reason"))
+                F.timestamp_micros("__ce").alias("window_end"), F.lit(DROP_CLOSED).alias("reason"))
             late_parts.append(gone)
             stored = assigned.join(F.broadcast(frame), hit, "left_anti")
         if lost:

@@ -30,6 +30,8 @@ from typing import Any
 
 from sqlwin.core.columnar import ColumnarPanes, ComparisonTrigger, FiredPanes
 from sqlwin.core.panes import (
+    DROP_CLOSED,
+    DROP_LATE,
     FIRED_COLUMNS,
     MAX_TIME,
     MIN_TIME,
@@ -43,10 +45,12 @@ from sqlwin.core.panes import (
 from sqlwin.plan.statements import CreateStream
 from sqlwin.plan.windows import WindowKind
 from sqlwin.streaming import storage, trace
+from sqlwin.streaming.context import Views
 from sqlwin.streaming.countwindows import CountWindowAssigner
 from sqlwin.streaming.evictors import SparkEvictor
+from sqlwin.streaming.fusedscan import FusedScan
 from sqlwin.streaming.maxsessions import MaxDurationSessions
-from sqlwin.streaming.panequery import PaneQuery, Views, key_ddl
+from sqlwin.streaming.panequery import PaneQuery, key_ddl
 from sqlwin.streaming.partials import Decomposition, decompose
 from sqlwin.streaming.sessions import SessionAssigner
 from sqlwin.streaming.sinks import BatchSink
@@ -54,8 +58,6 @@ from sqlwin.streaming.sources import SOURCE_COLUMN, TICK_COLUMN, TickFile
 from sqlwin.streaming.state import StateStore, now_micros
 
 Fired = FiredPaneList | FiredPanes  # the panes of a micro-batch: PaneDriver's, or the columnar ones
-LATE = "late"
-CLOSED = "window closed"
 
 
 class MicroBatchOperator:
@@ -270,9 +272,9 @@ class MicroBatchOperator:
         """Register each stream's rows of the micro-batch; returns the row count and each stream's max time."""
         if data is None:
             return 0, [None] * len(self.streams)
-        return self._statistics(data.agg(*self._register(data, processing_time)).collect()[0])
+        return self.batch_statistics(data.agg(*self.register_batch(data, processing_time)).collect()[0])
 
-    def _register(self, data: Any, processing_time: int) -> list:
+    def register_batch(self, data: Any, processing_time: int) -> list:
         """Register each stream's rows of the micro-batch as its view; returns the aggregates of the
         micro-batch's statistics (``n`` rows, ``m<i>`` the largest time of stream ``i``)."""
         from pyspark.sql import functions as F
@@ -293,7 +295,7 @@ class MicroBatchOperator:
             stats.append(F.max(F.when(mine, column)).cast("bigint").alias(f"m{i}"))
         return stats
 
-    def _statistics(self, row: Any) -> tuple[int, list[int | None]]:
+    def batch_statistics(self, row: Any) -> tuple[int, list[int | None]]:
         if self.shape.processing_time:  # event times do not move a processing-time watermark
             return int(row["n"]), [None] * len(self.streams)
         return int(row["n"]), [row[f"m{i}"] for i in range(len(self.streams))]
@@ -352,7 +354,7 @@ class MicroBatchOperator:
         else:
             assigned = assigned.withColumn("__closed", F.lit(False))
             is_closed = F.col("__closed")
-        status = F.when(late, F.lit(LATE)).when(is_closed, F.lit(CLOSED))
+        status = F.when(late, F.lit(DROP_LATE)).when(is_closed, F.lit(DROP_CLOSED))
         return assigned.withColumn("__status", status).drop("__closed")
 
     def _closed_windows(self) -> list[WindowKey]:
@@ -388,7 +390,7 @@ class MicroBatchOperator:
         accepted counts per window)."""
         decomposition = self.query.decomposition
         assert decomposition is not None
-        stats = self._register(data, processing_time)
+        stats = self.register_batch(data, processing_time)
         closed = self._closed_windows()
         annotated = self._annotate(spark, watermark, closed)
         per_group = not closed  # no lookup of closed windows by __key
@@ -415,7 +417,7 @@ class MicroBatchOperator:
         dropped = pc.sum(groups.filter(pc.invert(kept))["__n"]).as_py() or 0
         groups = groups.filter(kept)
         accepted = self._accepted(groups["__key"], groups["__ws"], groups["__we"], groups["__n"])
-        count, max_ts = self._statistics(scan.summary)
+        count, max_ts = self.batch_statistics(scan.summary)
         if not count:
             return 0, max_ts, self._accepted()
         if len(accepted):
@@ -490,7 +492,7 @@ class MicroBatchOperator:
             return self.counts.drive(accepted, batch, watermark, processing_time)
         fired = FiredPaneList()
         expired = 0
-        due = [w for w, s in self.windows.items() if w not in accepted and self._due(s, watermark, processing_time)]
+        due = [w for w, s in self.windows.items() if w not in accepted and self.is_due(s, watermark, processing_time)]
         for window in [*accepted, *due]:
             state = self.windows.get(window) or self.driver.new_window(window[1], window[2])
             count = accepted.get(window, 0)
@@ -509,7 +511,7 @@ class MicroBatchOperator:
         """What a pane records for the rows a micro-batch added to a window: where they are stored."""
         return batch
 
-    def _due(self, state: WindowState, watermark: int, processing_time: int) -> bool:
+    def is_due(self, state: WindowState, watermark: int, processing_time: int) -> bool:
         timers = self.driver.timers(state)
         return ((timers.event_time is not None and watermark >= timers.event_time)
                 or (timers.processing_time is not None and processing_time >= timers.processing_time))
@@ -605,7 +607,7 @@ class MicroBatchOperator:
     def _any_due(self, watermark: int, processing_time: int) -> bool:
         if self.columnar is not None:
             return self.columnar.any_due(watermark)
-        return any(self._due(s, watermark, processing_time) for s in self.windows.values())
+        return any(self.is_due(s, watermark, processing_time) for s in self.windows.values())
 
     def wake_after_restart(self) -> None:
         """Timers of restored windows: ask for the micro-batch of the earliest one (the wake-up thread of
@@ -645,41 +647,6 @@ class MicroBatchOperator:
     @property
     def watermark(self) -> int:
         return self.tracker.current
-
-
-class FusedScan:
-    """The one Spark job that reads a data micro-batch with partial-aggregate state: the partial rows (one per
-    group) and the summary row (statistics, late count), collected together as Arrow. The partial rows the
-    state keeps are then written from that Arrow table; where a column's type does not round-trip through
-    pyarrow's parquet (``MicroBatchOperator.arrow_rows``), Spark writes them from the persisted result."""
-
-    def __init__(self, op: MicroBatchOperator, partials: Any, summary: Any):
-        import pyarrow.compute as pc
-        from pyspark.sql import functions as F
-
-        self.op = op
-        frame = partials.unionByName(summary.withColumn("__summary", F.lit(True)), allowMissingColumns=True)
-        # persisted, not checkpointed, when Spark reads it again: released at once, not when the driver's GC runs
-        self.frame = frame if op.arrow_rows else frame.persist()
-        # written by Spark, the partial columns stay there (a type pyarrow's parquet cannot keep may have no Arrow form)
-        skipped = set() if op.arrow_rows else set(op.query.decomposition.columns)
-        table = self.frame.select(*[f"`{c}`" for c in self.frame.columns if c not in skipped]).toArrow()
-        is_summary = pc.fill_null(table["__summary"], False)
-        self.summary = table.filter(is_summary).to_pylist()[0]
-        self.groups = table.filter(pc.invert(is_summary))  # the partial rows
-
-    def store(self, groups: Any, kept: Any, batch: int, count: int) -> None:
-        """Keep the partial rows ``groups`` (``self.groups`` filtered by the Spark condition ``kept``)."""
-        from pyspark.sql import functions as F
-
-        if self.op.arrow_rows:
-            self.op.store_partials(groups, batch, count)
-        else:
-            self.op.store_rows(self.frame.where(F.col("__summary").isNull() & kept), batch, count)
-
-    def release(self) -> None:
-        if not self.op.arrow_rows:
-            self.frame.unpersist()
 
 
 def _parquet_safe(data_type: Any) -> bool:

@@ -13,7 +13,6 @@ Rows never pass through Python: the operator only sees per-window counts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from sqlglot import exp
@@ -22,6 +21,7 @@ from sqlwin.backends.spark_batch import SparkBatchCompiler
 from sqlwin.core.panes import MAX_TIME, MIN_TIME
 from sqlwin.errors import SqlwinError
 from sqlwin.plan.windows import WindowKind
+from sqlwin.streaming.context import Views
 from sqlwin.streaming.partials import Decomposition
 from sqlwin.streaming.shape import (
     PANE_COLUMNS,
@@ -35,29 +35,6 @@ from sqlwin.streaming.shape import (
 
 D = "spark"
 INTERNAL = ("__key", "__ws", "__we", "__mb", "__present")
-
-
-@dataclass(frozen=True)
-class Views:
-    """Temp view names of one streaming table (unique per table: several may run in one session)."""
-
-    batch: str  # the micro-batch's rows, read where the query reads the stream
-    fired: str
-    rows: str
-    relation: str
-
-    @property
-    def annotated(self) -> str:
-        """The micro-batch's rows with their windows and ``__status`` (NULL: kept; else why dropped)."""
-        return f"{self.batch}_annotated"
-
-    def batch_of(self, index: int) -> str:
-        """The micro-batch rows of the query's ``index``-th stream."""
-        return self.batch if index == 0 else f"{self.batch}_{index}"
-
-    @classmethod
-    def for_table(cls, tag: str) -> Views:
-        return cls(f"__sqlwin_batch_{tag}", f"__sqlwin_fired_{tag}", f"__sqlwin_rows_{tag}", f"__sqlwin_panes_{tag}")
 
 
 class PaneQuery:

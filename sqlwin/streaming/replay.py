@@ -31,10 +31,10 @@ from typing import Any
 
 from sqlglot import exp
 
-from sqlwin.core.panes import MAX_TIME, MIN_TIME, FiredPaneList, Pane, WindowKey
+from sqlwin.core.panes import DROP_CLOSED, DROP_LATE, MAX_TIME, MIN_TIME, FiredPaneList, Pane, WindowKey
 from sqlwin.plan.windows import Column
 from sqlwin.streaming import storage
-from sqlwin.streaming.operator import CLOSED, LATE, MicroBatchOperator
+from sqlwin.streaming.operator import MicroBatchOperator
 from sqlwin.streaming.panequery import PaneQuery
 from sqlwin.streaming.shape import StreamingShape
 from sqlwin.streaming.sinks import BatchSink
@@ -280,9 +280,9 @@ class PlannedReplay(MicroBatchOperator):
         for window, n in self.groups.get(self.source_batch, []):
             state = self.windows.get(window)
             if threshold >= MIN_TIME and window[2] <= threshold:
-                reason = LATE
+                reason = DROP_LATE
             elif state is not None and state.closed and not state.expired:
-                reason = CLOSED
+                reason = DROP_CLOSED
             else:
                 accepted[window] = n
                 continue

@@ -28,15 +28,14 @@ from typing import Any
 
 from sqlglot import exp
 
-from sqlwin.core.panes import MIN_TIME
+from sqlwin.core.panes import DROP_CLOSED, DROP_LATE, MIN_TIME
 from sqlwin.plan import triggers as plan
-
-LATE = "late"
-CLOSED = "window closed"
+from sqlwin.streaming.context import OperatorContext
+from sqlwin.streaming.fusedscan import FusedScan
 
 
 class SessionAssigner:
-    def __init__(self, operator: Any):
+    def __init__(self, operator: OperatorContext):
         self.op = operator
         self._partials_sql: str | None = None  # the micro-batch's sessions as partial rows (``scan``)
 
@@ -81,7 +80,7 @@ class SessionAssigner:
         is_late, end, ts = late
         return rows.where(is_late).select(*[F.col(f"`{c}`") for c in self.op.relation_columns],
                                           ts.alias("window_start"), F.timestamp_micros(end).alias("window_end"),
-                                          F.lit(LATE).alias("reason"))
+                                          F.lit(DROP_LATE).alias("reason"))
 
     def scan(self, spark: Any, data: Any, batch: int, watermark: int,
              processing_time: int) -> tuple[int, list[int | None], dict]:
@@ -90,10 +89,8 @@ class SessionAssigner:
         in Python and their partial rows are stored. Late rows are read again only when there are some."""
         from pyspark.sql import functions as F
 
-        from sqlwin.streaming.operator import FusedScan  # the operator imports this module
-
         op = self.op
-        stats = op._register(data, processing_time)
+        stats = op.register_batch(data, processing_time)
         late = self._late(spark, watermark)
         arrived = self._arrived(spark)
         if late is not None:
@@ -103,7 +100,7 @@ class SessionAssigner:
             self._partials_sql = op.query.session_partials_sql(op.query.decomposition)
         scan = FusedScan(op, spark.sql(self._partials_sql), arrived.agg(*stats))
         try:
-            count, max_ts = op._statistics(scan.summary)
+            count, max_ts = op.batch_statistics(scan.summary)
             if not count:
                 return 0, max_ts, {}
             groups = scan.groups
@@ -218,7 +215,7 @@ class SessionAssigner:
         joined = assigned.join(F.broadcast(marks), ["__key", "__ws", "__we"], "left")
         dropped = joined.where(F.col("__cs").isNotNull()).select(
             *[F.col(f"`{c}`") for c in op.relation_columns], F.timestamp_micros("__cs").alias("window_start"),
-            F.timestamp_micros("__ce").alias("window_end"), F.lit(CLOSED).alias("reason"))
+            F.timestamp_micros("__ce").alias("window_end"), F.lit(DROP_CLOSED).alias("reason"))
         return dropped, joined.where(F.col("__cs").isNull()).drop("__cs", "__ce")
 
     def _stored_rows_of(self, spark: Any, lost: list) -> Any:
@@ -235,7 +232,7 @@ class SessionAssigner:
             (F.col("__ts") >= F.col("__ls")) & (F.col("__ts") < F.col("__le")))
         return joined.select(*[F.col(f"`{c}`") for c in op.relation_columns],
                              F.timestamp_micros("__cs").alias("window_start"),
-                             F.timestamp_micros("__ce").alias("window_end"), F.lit(CLOSED).alias("reason"))
+                             F.timestamp_micros("__ce").alias("window_end"), F.lit(DROP_CLOSED).alias("reason"))
 
 
 def never_finishes(trigger: Any) -> bool:

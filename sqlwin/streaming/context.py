@@ -1,0 +1,111 @@
+"""What the micro-batch operator's collaborators see of it, and of the query it runs.
+
+The session assigners (``sessions``, ``maxsessions``), the count-window assigner (``countwindows``), the
+evictor (``evictors``) and the fused scan (``fusedscan``) work on one operator's micro-batch: they read its
+views, state and pane driver and hand rows back to it. They are given the operator typed as
+``OperatorContext``, never ``MicroBatchOperator`` itself: the operator imports them, so they do not import
+it (nor ``shape``, which imports the query checks of ``countwindows`` and ``evictors``); this module is the
+leaf both sides import. ``MicroBatchOperator`` (and replay's operator, its subclass) is an
+``OperatorContext``, ``StreamingShape`` a ``QueryShape``: ``tests/test_layout.py`` checks that each defines
+every member, and that the collaborators use no other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from sqlglot import exp
+
+    from sqlwin.backends.spark_batch import SparkBatchCompiler
+    from sqlwin.core.panes import PaneDriver, WindowKey, WindowState
+    from sqlwin.plan.statements import CreateReplayStream, CreateStream, WindowedQuery
+    from sqlwin.plan.windows import WindowSpec
+    from sqlwin.streaming.partials import Decomposition
+    from sqlwin.streaming.state import StateStore
+
+
+@dataclass(frozen=True)
+class Views:
+    """Temp view names of one streaming table (unique per table: several may run in one session)."""
+
+    batch: str  # the micro-batch's rows, read where the query reads the stream
+    fired: str
+    rows: str
+    relation: str
+
+    @property
+    def annotated(self) -> str:
+        """The micro-batch's rows with their windows and ``__status`` (NULL: kept; else why dropped)."""
+        return f"{self.batch}_annotated"
+
+    def batch_of(self, index: int) -> str:
+        """The micro-batch rows of the query's ``index``-th stream."""
+        return self.batch if index == 0 else f"{self.batch}_{index}"
+
+    @classmethod
+    def for_table(cls, tag: str) -> Views:
+        return cls(f"__sqlwin_batch_{tag}", f"__sqlwin_fired_{tag}", f"__sqlwin_rows_{tag}", f"__sqlwin_panes_{tag}")
+
+
+class QueryShape(Protocol):
+    """A streaming query, analysed (``shape.StreamingShape``), as the query checks and collaborators read it."""
+
+    query: WindowedQuery
+    stream: CreateStream | CreateReplayStream
+    window: WindowSpec | None  # None: the global window
+    carrier: exp.Select
+    source_alias: str
+    keys: list[exp.Expr]
+    aggregated: bool
+    streams: list  # every stream the query reads (``stream`` is the first), or none: just ``stream``
+    processing_time: bool
+
+    @property
+    def time_column(self) -> str: ...
+
+    @property
+    def lateness(self) -> int: ...
+
+
+class PaneQueries(Protocol):
+    """The Spark SQL of the operator's micro-batches (``panequery.PaneQuery``) that the collaborators run."""
+
+    assign_sql: str
+    compiler: SparkBatchCompiler
+    decomposition: Decomposition | None
+
+    def session_partials_sql(self, decomposition: Decomposition) -> str: ...
+
+
+class OperatorContext(Protocol):
+    """One micro-batch operator (``operator.MicroBatchOperator``), as its collaborators use it."""
+
+    shape: QueryShape
+    query: PaneQueries
+    views: Views
+    store: StateStore
+    driver: PaneDriver
+    windows: dict[WindowKey, WindowState]  # the open windows' pane state
+    streams: list  # the streams the query reads
+    relation_columns: list[str]  # the window relation's columns (known once the schemas are: LATE ROWS TO)
+    assigned_schema: Any  # Spark's schema of the assigned rows (``query.assign_sql``)
+    rows_schema: Any  # Spark's schema of the stored rows
+    relation_sql: str  # the pane relation over the stored rows
+    arrow_rows: bool  # whether pyarrow writes the stored rows (else Spark does)
+    current_processing_time: int
+
+    def register_batch(self, data: Any, processing_time: int) -> list: ...
+
+    def batch_statistics(self, row: Any) -> tuple[int, list[int | None]]: ...
+
+    def partials_of(self, spark: Any, rows: Any) -> Any: ...
+
+    def store_rows(self, rows: Any, batch: int, count: int) -> None: ...
+
+    def store_partials(self, table: Any, batch: int, count: int) -> None: ...
+
+    def write_late(self, parts: list, batch: int, watermark: int, count: int) -> None: ...
+
+    def is_due(self, state: WindowState, watermark: int, processing_time: int) -> bool: ...
