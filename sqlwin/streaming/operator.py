@@ -264,6 +264,8 @@ class MicroBatchOperator:
         # input: +infinity; idle streams: advanced by processing time)
         trace.step(batch if self.next_batch > batch else None, data is not None,
                    start if data is not None else self.tracker.current)
+        if self.next_batch > batch:  # committed: Spark calls come last, where a stop's interruption costs nothing
+            self.show_committed()
         return panes
 
     def _read(self, data: Any, processing_time: int) -> tuple[int, list[int | None]]:
@@ -588,6 +590,9 @@ class MicroBatchOperator:
         if self.evictor is not None:
             self.evictor.committed()
         self.next_batch = batch + 1
+
+    def show_committed(self) -> None:
+        """The sink's views, listed afresh: every committed micro-batch."""
         self.sink.register(self.spark)
         if self.late_sink is not None:
             self.late_sink.register(self.spark)
