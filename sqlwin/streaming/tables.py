@@ -94,7 +94,8 @@ class StreamingTable:
         return self.query is not None and self.query.isActive
 
     def stop(self) -> None:
-        """Stop the query; the sink's views then show every committed micro-batch."""
+        """Stop the query. A custom-path micro-batch it interrupts ends uncommitted and runs again on restart
+        (``sqlwin.streaming.stopping``); the sink's views then show every committed micro-batch."""
         if self.query is not None:
             self.query.stop()
         if self.operator is not None and self.operator.ticks is not None:
