@@ -56,6 +56,7 @@ from sqlwin.streaming.sessions import SessionAssigner
 from sqlwin.streaming.sinks import BatchSink
 from sqlwin.streaming.sources import SOURCE_COLUMN, TICK_COLUMN, TickFile
 from sqlwin.streaming.state import StateStore, now_micros
+from sqlwin.streaming.stopping import NEVER, QueryStop, stopped_mid_batch
 
 Fired = FiredPaneList | FiredPanes  # the panes of a micro-batch: PaneDriver's, or the columnar ones
 
@@ -80,6 +81,7 @@ class MicroBatchOperator:
         self.rows_by_batch: dict[int, int] = {}
         self.counters = {"rows_in": 0, "late_rows_dropped": 0, "panes": 0, "micro_batches": 0}
         self.current_processing_time = 0
+        self.query_stop = NEVER  # the live query's stop (``run_batch``): checked between a micro-batch's Spark jobs
         self.next_batch = 0  # sqlwin's micro-batch number (counts the micro-batches that did something)
         self.last_source_batch = -1  # Spark's id of the last batch committed
         self.relation_columns = [c.name for c in shape.window.relation.columns] if shape.window else None
@@ -197,9 +199,20 @@ class MicroBatchOperator:
 
     # -- the foreachBatch entry point ---------------------------------------------------------
     def run_batch(self, batch_df: Any, batch_id: int) -> None:
+        """A micro-batch that its query's stop interrupts, or that finds it stopped, ends uncommitted (run again
+        on restart) with an error Spark takes for the stop's interruption: ``sqlwin.streaming.stopping``."""
+        if not self.query_stop.bound:
+            self.query_stop = QueryStop.of_stream_thread(self.spark)
+        try:
+            self._run_batch(batch_df, int(batch_id))
+        except Exception:
+            if not self.query_stop.requested():
+                raise
+            raise stopped_mid_batch(self.spark, self.sink.name, int(batch_id)) from None
+
+    def _run_batch(self, batch_df: Any, source_batch: int) -> None:
         from pyspark.sql import functions as F
 
-        source_batch = int(batch_id)
         if source_batch <= self.last_source_batch:
             return  # committed before a crash: Spark re-runs it, sqlwin already wrote it
         processing_time = self.store.begin(source_batch, self.clock())
@@ -223,6 +236,7 @@ class MicroBatchOperator:
         It is numbered ``self.next_batch`` if it does something (brings rows, fires or expires a window,
         moves the watermark); a micro-batch that does nothing (Spark's first empty batch, a tick with
         nothing due) changes no state and takes no number, so numbers do not depend on such batches."""
+        self.query_stop.check()  # stopped before the micro-batch started: it runs on restart
         batch = self.next_batch
         self.current_processing_time = processing_time
         start = self.tracker.current
@@ -248,6 +262,7 @@ class MicroBatchOperator:
         elif count and scanner is None:
             accepted = self._assign(spark, batch, watermark)
         panes, expired = self._drive(accepted, batch, watermark, processing_time)
+        self.query_stop.check()  # the last before the panes' Spark jobs; after them the micro-batch commits
         self._emit(spark, panes, batch)
         self.tracker.after_batch(max_ts, processing_time)
         moved = self.tracker.current > start
@@ -266,6 +281,8 @@ class MicroBatchOperator:
         # input: +infinity; idle streams: advanced by processing time)
         trace.step(batch if self.next_batch > batch else None, data is not None,
                    start if data is not None else self.tracker.current)
+        if self.next_batch > batch:  # committed: Spark calls come last, where a stop's interruption costs nothing
+            self.show_committed()
         return panes
 
     def _read(self, data: Any, processing_time: int) -> tuple[int, list[int | None]]:
@@ -587,6 +604,9 @@ class MicroBatchOperator:
         if self.evictor is not None:
             self.evictor.committed()
         self.next_batch = batch + 1
+
+    def show_committed(self) -> None:
+        """The sink's views, listed afresh: every committed micro-batch."""
         self.sink.register(self.spark)
         if self.late_sink is not None:
             self.late_sink.register(self.spark)

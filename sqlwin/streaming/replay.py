@@ -299,6 +299,9 @@ class PlannedReplay(MicroBatchOperator):
     def _commit(self, batch: int, source_batch: int | None) -> None:
         self.next_batch = batch + 1
 
+    def show_committed(self) -> None:
+        return None  # the panes are computed at the end
+
     # -- the Spark work, at the end -----------------------------------------------------------
     def _panes(self) -> Any:
         """Every fired pane, by one job (or one per micro-batch where the query around the aggregation

@@ -84,10 +84,14 @@ class StreamingTable:
         return self.query is not None and self.query.isActive
 
     def stop(self) -> None:
+        """Stop the query. A custom-path micro-batch it interrupts ends uncommitted and runs again on restart
+        (``sqlwin.streaming.stopping``); the sink's views then show every committed micro-batch."""
         if self.query is not None:
             self.query.stop()
         if self.operator is not None and self.operator.ticks is not None:
             self.operator.ticks.close()
+        if self.operator is not None and self.committed_state is None:  # over Connect: refreshed on the server
+            self.operator.show_committed()
 
     def await_termination(self, timeout: float | None = None) -> bool | None:
         return self.query.awaitTermination(timeout) if timeout is not None else self.query.awaitTermination()
