@@ -214,7 +214,10 @@ class MicroBatchOperator:
         from pyspark.sql import functions as F
 
         if source_batch <= self.last_source_batch:
-            return  # committed before a crash: Spark re-runs it, sqlwin already wrote it
+            # committed before a crash: Spark re-runs it, sqlwin already wrote it; but the crash may have come
+            # before the commit asked for its no-data micro-batch, so ask again (the same tick: no batch twice)
+            self._ask_for_next_batch(source_batch)
+            return
         processing_time = self.store.begin(source_batch, self.clock())
         data = batch_df
         if TICK_COLUMN in batch_df.columns:  # tick rows only cause the micro-batch: drop them
