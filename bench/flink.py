@@ -8,9 +8,12 @@ Flink runs as PyFlink's local mini-cluster, streaming mode, parallelism 2, in it
 its Python process runs the SQL below and times the job from submission to its last result row, after a
 warm-up job in the same process (the mini-cluster's start is not counted, as Spark's session start is not).
 The input is ``--files`` CSV files of ``--rows`` rows (100 keys, one hour of event time per file, in order)
-plus a one-row file far in the future that closes every window (Flink ends a bounded input with the largest
-watermark anyway). sqlwin reads the files as a stream, one file per micro-batch, all present when the table
-starts; the custom path is the one with ``ALLOWED LATENESS`` and ``LATE ROWS TO``.
+plus, for Spark, a one-row file far in the future that closes every window (Flink ends a bounded input with
+the largest watermark). sqlwin reads the files as a stream, one file per micro-batch, all present when the table
+starts; the custom path is the one with ``ALLOWED LATENESS`` and ``LATE ROWS TO``. The watermark's delay
+covers the whole input (files + 1 hours): Flink's file source reads the files in parallel and in no set order,
+so with a short delay the rows of a file read after a later one are late and dropped, and the engines would
+not compute the same windows; with it, every engine's answer is the batch query's.
 
 Results are checked before any time counts: every engine's ON_TIME panes equal the batch query's.
 """
@@ -55,7 +58,7 @@ query = ("SELECT window_start, window_end, k, SUM(v) AS s, COUNT(*) AS c FROM TA
 
 def run(src, path):
     env.execute_sql(f"CREATE TEMPORARY TABLE {src} (ts TIMESTAMP(3), k STRING, v INT, WATERMARK FOR ts AS "
-                    f"ts - INTERVAL '1' MINUTE) WITH ('connector' = 'filesystem', 'path' = '{path}', "
+                    f"ts - INTERVAL '{DELAY_H}' HOUR) WITH ('connector' = 'filesystem', 'path' = '{path}', "
                     "'format' = 'csv')")
     start = time.perf_counter()
     with env.execute_sql(query.format(src=src)).collect() as results:
@@ -63,9 +66,10 @@ def run(src, path):
     return time.perf_counter() - start, rows
 
 
-run("warm", sys.argv[1])
+DELAY_H = int(sys.argv[1])
+run("warm", sys.argv[2])
 out = []
-for i, path in enumerate(sys.argv[2:]):
+for i, path in enumerate(sys.argv[3:]):
     seconds, rows = run(f"src{i}", path)
     out.append({"seconds": seconds, "rows": rows})
 print("RESULT " + json.dumps(out), flush=True)
@@ -106,11 +110,12 @@ def make_files(root: Path, files: int, rows: int) -> tuple[list[Path], Path]:
     return paths, flush
 
 
-def run_flink(python: str, inputs: list[Path], warm: Path) -> list[dict]:
+def run_flink(python: str, inputs: list[Path], warm: Path, delay_h: int) -> list[dict]:
     script = inputs[0].parent / "flink_job.py"
     script.write_text(FLINK_JOB)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK", "SPARK_"))}
-    done = subprocess.run([python, str(script), str(warm), *map(str, inputs)], capture_output=True, text=True,
+    done = subprocess.run([python, str(script), str(delay_h), str(warm), *map(str, inputs)], capture_output=True,
+                          text=True,
                           env=env, timeout=3600)
     for line in done.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -126,6 +131,7 @@ def normal(rows: list) -> list[tuple]:
 class Spark:
     def __init__(self, spark: Any, files: list[Path], flush: Path, root: Path):
         self.spark, self.files, self.flush, self.root = spark, files, flush, root
+        self.delay_h = len(files) + 1
         self.n = 0
 
     def _input(self, engine: str) -> Path:
@@ -141,8 +147,9 @@ class Spark:
         folder = self._input("custom")
         tag = f"fl{self.n}"
         os.environ["SQLWIN_STREAMING_DIR"] = str(folder / "root")
-        sqlwin.sql(self.spark, f"CREATE STREAM s_{tag} ({SCHEMA}, WATERMARK FOR ts AS ts - INTERVAL 1 MINUTE) "
-                               f"USING csv OPTIONS (path '{folder / 'in'}', header 'false', maxFilesPerTrigger '1')")
+        sqlwin.sql(self.spark, f"CREATE STREAM s_{tag} ({SCHEMA}, WATERMARK FOR ts AS ts - INTERVAL "
+                               f"{self.delay_h} HOURS) USING csv OPTIONS (path '{folder / 'in'}', header 'false', "
+                               "maxFilesPerTrigger '1')")
         start = time.perf_counter()
         sqlwin.sql(self.spark, f"CREATE STREAMING TABLE o_{tag} AS {SELECT.format(src=f's_{tag}')} "
                                f"ALLOWED LATENESS INTERVAL 5 MINUTES LATE ROWS TO l_{tag}")
@@ -164,7 +171,7 @@ class Spark:
         folder = self._input("spark")
         start = time.perf_counter()
         rows = self.spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).csv(str(folder / "in"))
-        result = rows.withWatermark("ts", "1 minute").groupBy(F.window("ts", "10 minutes"), "k") \
+        result = rows.withWatermark("ts", f"{self.delay_h} hours").groupBy(F.window("ts", "10 minutes"), "k") \
             .agg(F.sum("v").alias("s"), F.count(F.lit(1)).alias("c")) \
             .select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"), "k", "s",
                     "c")
@@ -198,13 +205,16 @@ def main() -> None:
         for i in range(args.repeat):  # Flink reads a folder: one per round, the same files
             folder = root / f"flink_in_{i}"
             folder.mkdir()
-            for path in [*files, flush]:
+            # no flush row: Flink's file source may read it first (its watermark would make every row late), and
+            # the end of a bounded input is the largest watermark there anyway
+            for path in files:
                 os.link(path, folder / path.name)
             inputs.append(folder)
         warm = root / "flink_warm"
         warm.mkdir()
         os.link(files[0], warm / files[0].name)
-        flink = run_flink(python, inputs, warm)  # before Spark starts: neither JVM competes with the other
+        # before Spark starts: neither JVM competes with the other
+        flink = run_flink(python, inputs, warm, args.files + 1)
         spark = local_session("sqlwin-bench-flink", {"spark.driver.memory": "4g"})
         try:
             engines = Spark(spark, files, flush, root)

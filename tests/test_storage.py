@@ -15,7 +15,7 @@ import pytest
 
 import sqlwin
 from sqlwin.streaming import catalog, storage
-from tests.streamtools import Feeder, rows_of
+from tests.streamtools import Feeder, rows_of, ts
 from tests.test_streaming import BATCHES, at
 
 
@@ -128,6 +128,12 @@ def test_streaming_tables_on_a_hadoop_uri(spark, tmp_path, monkeypatch) -> None:
         assert rows_of(spark.table("vfs_native"), columns[:7]) == [
             (at(0), "a", 3, 2, 0, "ON_TIME", True), (at(0), "b", 3, 1, 0, "ON_TIME", True),
             (at(10), "a", 4, 1, 0, "ON_TIME", True)]
+        # more micro-batches, each closing a window: each asks for a no-data micro-batch (a tick file)
+        feeder = Feeder(backing / "in")
+        feeder.count = len(BATCHES)
+        feeder.feed([[{"k": "a", "v": 1, "ts": ts(40 + 10 * i)}] for i in range(6)], custom)
+        asked = sum(source["numInputRows"] for progress in custom.query.recentProgress
+                    for source in progress["sources"] if "ticks" in source["description"])
     finally:
         for table in catalog.all_tables():
             table.stop()
@@ -136,6 +142,9 @@ def test_streaming_tables_on_a_hadoop_uri(spark, tmp_path, monkeypatch) -> None:
     for part in ("checkpoint/commits", "sqlwin/state", "ticks", "data", "late_rows"):
         assert (custom_folder / part).is_dir(), part
     assert (native_folder / "checkpoint" / "commits").is_dir() and (native_folder / "data").is_dir()
+    # the tick files of the no-data micro-batches are deleted once read (a long run keeps a handful)
+    ticks = [p for p in (custom_folder / "ticks").iterdir() if p.name.startswith("tick-")]
+    assert asked >= 8 and len(ticks) <= 2, sorted(p.name for p in ticks)
     assert sorted(p.name for p in work.iterdir()) == []  # nothing in the working folder
     no_local_copy(tmp_path, Path.cwd())
 

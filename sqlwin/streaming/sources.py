@@ -27,7 +27,13 @@ FILE_FORMATS = ("json", "csv", "parquet")
 
 
 class TickFile:
-    """A folder of tick files ``tick-<n>.json``; ``n`` only grows, and a new ``n`` is one more micro-batch."""
+    """A folder of tick files ``tick-<n>.json``; ``n`` only grows, and a new ``n`` is one more micro-batch.
+
+    Spark deletes tick files once read (``tick_dataframe``), so the highest ``n`` ever written is also kept in
+    ``_wanted-<n>.json`` (Spark's file source skips names starting with ``_``), written before the tick itself:
+    a new tick's name is then always new to the file source, which ignores a name it has read before."""
+
+    MARK = "_wanted-"
 
     def __init__(self, path: str):
         self.path = storage.qualify(path)
@@ -36,14 +42,23 @@ class TickFile:
         self._lock = threading.Lock()
 
     def read(self) -> dict:
+        return {"wanted": max(self._numbers()[0], default=0)}
+
+    def _numbers(self) -> tuple[list[int], list[int]]:
+        """(every tick number on disk, marks included; the marks alone)."""
         names = storage.listdir(self.path)
-        ticks = [int(n[5:-5]) for n in names if n.startswith("tick-") and n.endswith(".json") and n[5:-5].isdigit()]
-        return {"wanted": max(ticks, default=0)}
+        marks = [m for m in (_number(n, self.MARK) for n in names) if m is not None]
+        ticks = [t for t in (_number(n, "tick-") for n in names) if t is not None]
+        return [*ticks, *marks], marks
 
     def _write(self, tick: int) -> None:
         with self._lock:
-            if tick <= self.read()["wanted"]:
+            numbers, marks = self._numbers()
+            if tick <= max(numbers, default=0):
                 return
+            storage.write_once(storage.join(self.path, f"{self.MARK}{tick}.json"), b"{}")
+            for mark in marks:
+                storage.delete(storage.join(self.path, f"{self.MARK}{mark}.json"))
             # the file source lists whole files only: written under a hidden name, then renamed
             line = json.dumps({TICK_COLUMN: tick}) + "\n"
             storage.publish(storage.join(self.path, f"tick-{tick}.json"), line.encode())
@@ -75,8 +90,18 @@ class TickFile:
         storage.makedirs(self.path)  # the folder is on the file system of the process that writes ticks
 
 
+def _number(name: str, prefix: str) -> int | None:
+    """``n`` of ``<prefix><n>.json``, else None."""
+    digits = name[len(prefix):-len(".json")] if name.startswith(prefix) and name.endswith(".json") else ""
+    return int(digits) if digits.isdigit() else None
+
+
 def tick_dataframe(spark: Any, folder: str) -> Any:
-    return spark.readStream.schema(f"{TICK_COLUMN} bigint").json(folder)
+    """The tick folder as a stream. Spark deletes a tick file once the micro-batch that read it is committed
+    (``cleanSource``), so a stream that runs for hours keeps a handful of tick files, not one per no-data
+    micro-batch; a deleted name is never read again (tick numbers only grow, and the file source remembers
+    what it read)."""
+    return spark.readStream.schema(f"{TICK_COLUMN} bigint").option("cleanSource", "delete").json(folder)
 
 
 def schema_ddl(stream: CreateStream) -> str:
