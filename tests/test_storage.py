@@ -65,6 +65,8 @@ def test_files_folders_and_commits(spark, base, tmp_path) -> None:
     storage.write_once(storage.join(folder, "5.json"), b'{"watermark": 9}')
     assert storage.read_json(storage.join(folder, "4.json")) is None
     assert storage.read_json(storage.join(folder, "5.json")) is None
+    written = sum(storage.size(storage.join(folder, f"{n}.json")) for n in (3, 4, 5))  # a folder's bytes (sinks)
+    assert storage.tree_size(storage.join(base, "ck")) >= written > 0 == storage.tree_size(storage.join(base, "no"))
     storage.publish(storage.join(base, "ticks", "tick-1.json"), b'{"t": 1}\n')
     assert [n for n in storage.listdir(storage.join(base, "ticks")) if not n.endswith(".crc")] == ["tick-1.json"]
     table = pa.table({"k": ["a", "b", None], "n": [1, 2, 3]})
