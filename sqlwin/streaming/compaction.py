@@ -16,10 +16,12 @@ Files, under the sink's folder (every one through ``sqlwin.streaming.storage``; 
   is not, and the compaction that wrote it runs again.
 
 What a reader sees (``BatchSink.read``: the table's view, ``StreamingTable.read()``): the files of the newest
-whole manifest, plus the folders ``micro_batch=<m>`` with m above its ``through`` (partition discovery of the
-sink's folder, pruned to those). Every row is in exactly one of the two: compacted rows are never read from
-their old folders, and the folders' rows are in no compacted file yet. The view is made again at every commit
-(a new listing); a DataFrame made before a compaction keeps its listing, whose files stay (below).
+whole manifest, plus the folders ``micro_batch=<m>`` with m above its ``through``, named one by one (partition
+discovery with the sink's folder as ``basePath``; a Spark Connect client, which may not see the server's disk,
+has Spark list the sink's folder and prune it to those). Every row is in exactly one of the two: compacted rows
+are never read from their old folders, and the folders' rows are in no compacted file yet. The view is made
+again at every commit (a new listing); a DataFrame made before a compaction keeps its listing, whose files stay
+(below).
 
 When: after micro-batch n is written (``BatchSink.write``, before any commit of n), if the folders of
 micro-batches below n that no manifest covers number ``compaction_batches`` (default 50) or weigh
@@ -47,9 +49,10 @@ newest manifest reads: a row is written in its folder, then in a compacted file 
 (naming ``through``) makes a reader take instead of the folder.
 
 Retention: the files a manifest supersedes (the folders it compacted, the compacted files it merged) are
-deleted by a later compaction, once that manifest is ``compaction_retention`` old (default 10 minutes, as
-Spark's file sink keeps its old log files): a reader that listed the files before a compaction can finish
-reading them after it. Old manifests go with them.
+deleted by a later compaction, and not before that manifest is ``compaction_retention`` old (default 0: the
+next compaction deletes them): a reader that listed the files before a compaction can read them until the
+compaction after it (``compaction_batches`` micro-batches later at least), or for the retention if longer.
+Old manifests go with them. Superseded folders are never listed by readers, so keeping them costs disk only.
 """
 
 from __future__ import annotations
@@ -76,12 +79,12 @@ _UNITS = {"": 1_000_000, "s": 1_000_000, "sec": 1_000_000, "second": 1_000_000, 
 @dataclass(frozen=True)
 class CompactionPolicy:
     """A table's compaction options: ``compaction`` ('true' | 'false'), ``compaction_target`` (a size: '128MB'),
-    ``compaction_batches`` (a count: '50'), ``compaction_retention`` (an interval: '10 minutes')."""
+    ``compaction_batches`` (a count: '50'), ``compaction_retention`` (an interval: '0 seconds')."""
 
     enabled: bool = True
     target_bytes: int = 128 * MB
     max_batches: int = 50
-    retention_micros: int = 10 * 60 * 1_000_000
+    retention_micros: int = 0
 
     @classmethod
     def from_options(cls, options: dict[str, str], table: str) -> CompactionPolicy:
@@ -96,7 +99,7 @@ class CompactionPolicy:
                    _option(options, "compaction_batches", table, _count, default.max_batches, "a number of "
                            "micro-batches, at least 1"),
                    _option(options, "compaction_retention", table, parse_interval, default.retention_micros,
-                           "an interval such as '10 minutes' or '0 seconds'"))
+                           "an interval such as '0 seconds' or '10 minutes'"))
 
 
 OFF = CompactionPolicy(enabled=False)
@@ -231,6 +234,12 @@ class SinkLog:
         self._whole.pop(sequence, None)
 
 
+def batch_numbers(path: str) -> list[int]:
+    """The micro-batches whose folders ``micro_batch=<n>`` are in the sink's folder ``path``."""
+    names = (n[len("micro_batch="):] for n in storage.listdir(path) if n.startswith("micro_batch="))
+    return sorted(int(n) for n in names if n.isdigit())
+
+
 def plan(files: list[Compacted], new_bytes: int, target: int) -> tuple[int, int]:
     """How many of the newest compacted ``files`` a compaction of ``new_bytes`` of micro-batch folders takes in,
     and the level of what it writes: its output is one more file of level 0, and ``FANIN`` files of one level
@@ -281,10 +290,9 @@ class Compactor:
     def _pending(self, through: int) -> dict[int, int]:
         if self._sizes is None:  # first use since the sink started: the folders on disk
             self._sizes = {}
-            for name in storage.listdir(self.sink.path):
-                number = name[len("micro_batch="):] if name.startswith("micro_batch=") else ""
-                if number.isdigit() and int(number) > through:
-                    self._sizes[int(number)] = storage.tree_size(storage.join(self.sink.path, name))
+            for batch in batch_numbers(self.sink.path):
+                if batch > through:
+                    self._sizes[batch] = storage.tree_size(self.sink.batch_path(batch))
         return self._sizes
 
     # -- compaction -----------------------------------------------------------------------------------------
@@ -310,7 +318,7 @@ class Compactor:
         kept, merged = files[:len(files) - take], files[len(files) - take:]
         first = merged[0].first if merged else through + 1
         name = f"{first}-{batch - 1}"
-        rows = sink.reader(spark).load(sink.path).where(F.col("micro_batch").between(through + 1, batch - 1))
+        rows = sink.reader(spark).option("basePath", sink.path).load([sink.batch_path(m) for m in sorted(due)])
         if merged:
             rows = sink.reader(spark).load([log.compacted_path(f.name) for f in merged]).unionByName(rows)
         parts = max(1, math.ceil((new_bytes + sum(f.bytes for f in merged)) / self.policy.target_bytes))
@@ -345,10 +353,9 @@ class Compactor:
         for name in storage.listdir(folder):
             if name not in keep:
                 storage.delete(storage.join(folder, name))
-        for name in storage.listdir(self.sink.path):
-            number = name[len("micro_batch="):] if name.startswith("micro_batch=") else ""
-            if number.isdigit() and int(number) <= through:
-                storage.delete(storage.join(self.sink.path, name))
+        for batch in batch_numbers(self.sink.path):
+            if batch <= through:
+                storage.delete(self.sink.batch_path(batch))
         for j in sequences:
             if j < oldest_kept:
                 log.delete(j)

@@ -28,7 +28,7 @@ from typing import Any
 
 from sqlwin.errors import SqlwinError
 from sqlwin.streaming import storage
-from sqlwin.streaming.compaction import META, CompactionPolicy, Compactor, SinkLog
+from sqlwin.streaming.compaction import META, CompactionPolicy, Compactor, SinkLog, batch_numbers
 from sqlwin.streaming.connect import is_connect
 
 FILE_FORMATS = ("parquet", "json", "orc", "csv")  # tested; any other file source Spark resolves works too
@@ -194,17 +194,27 @@ class BatchSink:
         self.read(spark).createOrReplaceTempView(self.name)
 
     def read(self, spark: Any) -> Any:
-        """The sink's rows: the newest manifest's compacted files and the folders above its ``through``."""
+        """The sink's rows: the newest manifest's compacted files and the folders above its ``through``, listed
+        by name (the folders compaction superseded, kept a while for older readers, are not even listed)."""
         from pyspark.sql import functions as F
 
-        # a Spark Connect client may not see the server's disk: Spark reads the manifests there
-        manifest = self.log.newest_through_spark(spark) if is_connect(spark) and not self.writes_here \
-            else self.log.newest()
-        rows = self.reader(spark).load(self.path)
+        # a Spark Connect client may not see the server's disk: Spark reads the manifests and lists the folders
+        remote = is_connect(spark) and not self.writes_here
+        manifest = self.log.newest_through_spark(spark) if remote else self.log.newest()
         if manifest is None:
-            return rows
-        rows = rows.where(F.col("micro_batch") > manifest.through)
-        if not manifest.files:
-            return rows
-        compacted = self.reader(spark).load([self.log.compacted_path(f.name) for f in manifest.files])
-        return compacted.unionByName(rows)
+            return self.reader(spark).load(self.path)
+        parts = [self.reader(spark).load([self.log.compacted_path(f.name) for f in manifest.files])] \
+            if manifest.files else []
+        if remote:
+            parts.append(self.reader(spark).load(self.path).where(F.col("micro_batch") > manifest.through))
+        else:
+            folders = [self.batch_path(m) for m in batch_numbers(self.path) if m > manifest.through]
+            if folders:
+                parts.append(self.reader(spark).option("basePath", self.path).load(folders))
+        if not parts:
+            return spark.createDataFrame([], self.schema)
+        rows = parts[0]
+        for part in parts[1:]:
+            rows = rows.unionByName(part)
+        return rows
+
