@@ -129,6 +129,24 @@ def test_a_format_spark_lacks_is_an_error(spark, env):
     _check_on_server(spark, "xml", "bad")
 
 
+def test_any_file_format_of_the_session_with_its_options(spark, tmp_path):
+    """A file format beyond the four (Spark's xml) with an option of its own (``rowTag``, as the table's OPTIONS
+    pass it): micro-batches written, one without rows leaving no folder, compacted, read back once each."""
+    from sqlwin.streaming.compaction import CompactionPolicy
+    from sqlwin.streaming.sinks import sink_format
+
+    fmt = sink_format(spark, "XML", "x")
+    sink = BatchSink("xml_out", str(tmp_path / "x"), fmt, CompactionPolicy(True, 1 << 27, 2, 0), {"rowtag": "pane"})
+    sink.set_schema(spark.sql("SELECT 1 AS a, TIMESTAMP'2024-01-01 00:00:00' AS t").schema)
+    for b in range(5):
+        sink.write(spark.sql(f"SELECT {b} AS a, TIMESTAMP'2024-01-01 00:00:0{b}' AS t WHERE {b} != 1"), b)
+        sink.register(spark)
+    assert rows_of(spark.table("xml_out")) == [(b, at(b), b) for b in (0, 2, 3, 4)]
+    # 0 and 2 compacted when 3 was written (kept until the next compaction), 1 had no row
+    assert batch_folders(tmp_path / "x") == [0, 2, 3, 4] and sink.log.newest().through == 2
+    assert "<pane>" in next((tmp_path / "x").rglob("part-*.xml")).read_text()
+
+
 def test_size_and_interval_options():
     from sqlwin.streaming.compaction import CompactionPolicy, parse_interval, parse_size
 

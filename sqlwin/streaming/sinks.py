@@ -115,14 +115,16 @@ class BatchSink:
 
     ``fmt``: the file format (``sink_format``'s result), or None for the one recorded in the folder (else
     parquet). ``compaction``: the table's policy; None (replay's scratch sinks) never compacts. Readers always
-    follow the folder's manifests, also when this run does not compact."""
+    follow the folder's manifests, also when this run does not compact. ``options``: the format's own options
+    (Spark's: ``compression``, csv's ``sep``, xml's ``rowTag``), given to its writer and its reader."""
 
-    def __init__(self, name: str, path: str, fmt: str | None = None, compaction: CompactionPolicy | None = None):
+    def __init__(self, name: str, path: str, fmt: str | None = None, compaction: CompactionPolicy | None = None,
+                 options: dict[str, str] | None = None):
         self.name = name
         self.path = storage.qualify(path)  # any URI, kept as given (sqlwin.streaming.storage)
         storage.makedirs(self.path)
         self.format = self._settle_format(fmt)
-        self.options = _OPTIONS.get(self.format, {})
+        self.options = {**_OPTIONS.get(self.format, {}), **(options or {})}  # Spark's, for writer and reader
         self.schema: Any = None
         self.log = SinkLog(self.path)
         self.compactor = Compactor(self, compaction) if compaction is not None and compaction.enabled else None
