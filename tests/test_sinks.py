@@ -108,6 +108,7 @@ def test_a_format_spark_lacks_is_an_error(spark, env):
     s, _, _ = env
     cases = {
         "USING nosuch": "CREATE STREAMING TABLE bad USING nosuch: Spark has no data source nosuch",
+        "USING avro": "USING avro: Spark has no data source avro ([AVRO_DATA_SOURCE_NOT_ENABLED]",  # no spark-avro
         "USING rate": "Spark's rate source (org.apache.spark.sql.execution.streaming.sources.RateStreamProvider) "
                       "is not a file format",
         "OPTIONS (compaction 'maybe')": "OPTIONS (compaction 'maybe'): expected 'true' or 'false'",

@@ -111,7 +111,8 @@ def test_streaming_tables_on_a_hadoop_uri(spark, tmp_path, monkeypatch) -> None:
     sqlwin.sql(spark, f"CREATE STREAM s_vfs (k STRING, v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL "
                       f"2 SECONDS) USING json OPTIONS (path '{uri}/in')")
     try:
-        sqlwin.sql(spark, f"CREATE STREAMING TABLE vfs_custom OPTIONS (checkpoint '{uri}/ck/custom') AS "
+        sqlwin.sql(spark, f"CREATE STREAMING TABLE vfs_custom OPTIONS (checkpoint '{uri}/ck/custom', "
+                          "compaction_batches '2') AS "
                           f"{QUERY.format(s='s_vfs')} ALLOWED LATENESS INTERVAL 5 SECONDS LATE ROWS TO vfs_late")
         sqlwin.sql(spark, f"CREATE STREAMING TABLE vfs_native AS {QUERY.format(s='s_vfs')}")
         custom, native = catalog.find_table("vfs_custom"), catalog.find_table("vfs_native")
@@ -137,6 +138,9 @@ def test_streaming_tables_on_a_hadoop_uri(spark, tmp_path, monkeypatch) -> None:
     custom_folder, native_folder = backing / "ck" / "custom", backing / "root" / "vfs_native"
     for part in ("checkpoint/commits", "sqlwin/state", "ticks", "data", "late_rows"):
         assert (custom_folder / part).is_dir(), part
+    # the sink compacted micro-batches 2 and 3 when it wrote 5: the compacted files and manifest on the mount too
+    assert (custom_folder / "data" / "_sqlwin_sink" / "manifest-0.json").is_file()
+    assert (custom_folder / "data" / "_sqlwin_sink" / "compacted" / "0-4").is_dir()
     assert (native_folder / "checkpoint" / "commits").is_dir() and (native_folder / "data").is_dir()
     assert sorted(p.name for p in work.iterdir()) == []  # nothing in the working folder
     no_local_copy(tmp_path, Path.cwd())

@@ -50,12 +50,10 @@ def sink_format(spark: Any, fmt: str, table: str) -> str:
 
 
 def _check_in_jvm(spark: Any, jvm: Any, name: str, table: str) -> None:
-    from py4j.protocol import Py4JJavaError
-
     try:
         source = jvm.org.apache.spark.sql.execution.datasources.DataSource.lookupDataSource(
             name, spark._jsparkSession.sessionState().conf())
-    except Py4JJavaError as err:
+    except Exception as err:  # py4j's error, or pyspark's AnalysisException (avro without spark-avro)
         raise SqlwinError(f"CREATE STREAMING TABLE {table} USING {name}: Spark has no data source {name} "
                           f"({_java_message(err)})") from None
     if not _file_source(jvm, source):
@@ -78,8 +76,9 @@ def _check_on_server(spark: Any, name: str, table: str) -> None:
 
 
 def _java_message(err: Any) -> str:
-    text = str(err.java_exception.getMessage() or err.java_exception.toString())
-    return text.strip().splitlines()[0]
+    java = getattr(err, "java_exception", None)
+    text = str(java.getMessage() or java.toString()) if java is not None else str(err)
+    return text.strip().splitlines()[0] if text.strip() else type(err).__name__
 
 
 def _file_source(jvm: Any, source: Any) -> bool:
