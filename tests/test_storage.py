@@ -65,6 +65,8 @@ def test_files_folders_and_commits(spark, base, tmp_path) -> None:
     storage.write_once(storage.join(folder, "5.json"), b'{"watermark": 9}')
     assert storage.read_json(storage.join(folder, "4.json")) is None
     assert storage.read_json(storage.join(folder, "5.json")) is None
+    written = sum(storage.size(storage.join(folder, f"{n}.json")) for n in (3, 4, 5))  # a folder's bytes (sinks)
+    assert storage.tree_size(storage.join(base, "ck")) >= written > 0 == storage.tree_size(storage.join(base, "no"))
     storage.publish(storage.join(base, "ticks", "tick-1.json"), b'{"t": 1}\n')
     assert [n for n in storage.listdir(storage.join(base, "ticks")) if not n.endswith(".crc")] == ["tick-1.json"]
     table = pa.table({"k": ["a", "b", None], "n": [1, 2, 3]})
@@ -109,7 +111,8 @@ def test_streaming_tables_on_a_hadoop_uri(spark, tmp_path, monkeypatch) -> None:
     sqlwin.sql(spark, f"CREATE STREAM s_vfs (k STRING, v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL "
                       f"2 SECONDS) USING json OPTIONS (path '{uri}/in')")
     try:
-        sqlwin.sql(spark, f"CREATE STREAMING TABLE vfs_custom OPTIONS (checkpoint '{uri}/ck/custom') AS "
+        sqlwin.sql(spark, f"CREATE STREAMING TABLE vfs_custom OPTIONS (checkpoint '{uri}/ck/custom', "
+                          "compaction_batches '2') AS "
                           f"{QUERY.format(s='s_vfs')} ALLOWED LATENESS INTERVAL 5 SECONDS LATE ROWS TO vfs_late")
         sqlwin.sql(spark, f"CREATE STREAMING TABLE vfs_native AS {QUERY.format(s='s_vfs')}")
         custom, native = catalog.find_table("vfs_custom"), catalog.find_table("vfs_native")
@@ -141,6 +144,9 @@ def test_streaming_tables_on_a_hadoop_uri(spark, tmp_path, monkeypatch) -> None:
     custom_folder, native_folder = backing / "ck" / "custom", backing / "root" / "vfs_native"
     for part in ("checkpoint/commits", "sqlwin/state", "ticks", "data", "late_rows"):
         assert (custom_folder / part).is_dir(), part
+    # the sink compacted micro-batches 2 and 3 when it wrote 5: the compacted files and manifest on the mount too
+    assert (custom_folder / "data" / "_sqlwin_sink" / "manifest-0.json").is_file()
+    assert (custom_folder / "data" / "_sqlwin_sink" / "compacted" / "0-4").is_dir()
     assert (native_folder / "checkpoint" / "commits").is_dir() and (native_folder / "data").is_dir()
     # the tick files of the no-data micro-batches are deleted once read (a long run keeps a handful)
     ticks = [p for p in (custom_folder / "ticks").iterdir() if p.name.startswith("tick-")]

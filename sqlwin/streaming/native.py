@@ -86,11 +86,10 @@ def start_native(table: Any) -> Any:
     sink = table.sink
 
     def write(batch_df: Any, batch_id: int) -> None:
-        # one action: a second one (an emptiness check) on the unpersisted batch would run the aggregation
-        # twice, and persisting it first costs a cached copy and a job per micro-batch
+        # one action: the sink counts the rows as it writes them (an emptiness check of its own on the unpersisted
+        # batch would run the aggregation twice); most no-data micro-batches evict no window and leave no folder.
+        # It compacts committed micro-batches when due, before Spark commits this one (sqlwin.streaming.compaction)
         sink.write(batch_df, int(batch_id))
-        if sink.wrote_nothing(int(batch_id)):  # most no-data micro-batches evict no window
-            sink.clear(int(batch_id))
         sink.register(spark)
 
     remote = connect.is_connect(spark)  # the writer runs on the server (sqlwin.streaming.connect)

@@ -127,6 +127,11 @@ def size(uri: str) -> int:
     return _files(uri).size(uri)
 
 
+def tree_size(uri: str) -> int:
+    """The bytes of every file under folder ``uri`` (0 when it does not exist)."""
+    return _files(uri).tree_size(uri)
+
+
 def read_bytes(uri: str) -> bytes | None:
     """The file's bytes, or None when it does not exist."""
     return _files(uri).read_bytes(uri)
@@ -230,6 +235,14 @@ class ArrowFiles:
     def size(self, uri: str) -> int:
         return int(self._info(uri).size or 0)
 
+    def tree_size(self, uri: str) -> int:
+        from pyarrow import fs as pafs
+
+        if not self.isdir(uri):
+            return 0
+        infos = self.fs.get_file_info(pafs.FileSelector(self.path(uri), recursive=True))
+        return sum(int(i.size or 0) for i in infos if i.type == pafs.FileType.File)
+
     def read_bytes(self, uri: str) -> bytes | None:
         if not self.exists(uri):
             return None
@@ -299,6 +312,10 @@ class HadoopFiles:
     def size(self, uri: str) -> int:
         fs, path = self._fs(uri)
         return int(fs.getFileStatus(path).getLen())
+
+    def tree_size(self, uri: str) -> int:
+        fs, path = self._fs(uri)
+        return int(fs.getContentSummary(path).getLength()) if fs.exists(path) else 0
 
     def read_bytes(self, uri: str) -> bytes | None:
         fs, path = self._fs(uri)

@@ -1,7 +1,9 @@
 """Streaming tables: a running continuous query, its sink, its checkpoint, and a handle to manage it.
 
-``CREATE STREAMING TABLE out [USING parquet|json|memory] [OPTIONS (path ..., checkpoint ...,
-trigger ...)] AS <query>`` and ``INSERT INTO out <query>`` start one. Its folder (``checkpoint``
+``CREATE STREAMING TABLE out [USING parquet|json|orc|csv|memory|<file format>] [OPTIONS (path ..., checkpoint ...,
+trigger ..., compaction ..., compaction_target ..., compaction_batches ..., compaction_retention ..., <an option of
+the format>)] AS <query>`` and ``INSERT INTO out <query>`` start one (the format and the compaction options:
+``sqlwin.streaming.sinks``, ``sqlwin.streaming.compaction``). Its folder (``checkpoint``
 option, else ``<root>/<out>`` with root ``SQLWIN_STREAMING_DIR`` or the session conf
 ``sqlwin.streaming.dir``, default ``./sqlwin_streaming``) holds Spark's checkpoint, sqlwin's operator
 state, and, without a ``path`` option, the sink's files. Starting the same statement again on the same
@@ -18,9 +20,14 @@ from typing import Any
 from sqlwin.core.panes import MAX_TIME, MIN_TIME
 from sqlwin.errors import SqlwinError
 from sqlwin.streaming import catalog, storage
+from sqlwin.streaming.compaction import CompactionPolicy
 from sqlwin.streaming.shape import StreamingShape, choose_path
-from sqlwin.streaming.sinks import FORMATS, BatchSink
+from sqlwin.streaming.sinks import BatchSink, sink_format
 from sqlwin.streaming.storage import streaming_root
+
+# OPTIONS sqlwin reads; any other is an option of the sink's format, given to Spark's writer and reader
+SQLWIN_OPTIONS = ("path", "checkpoint", "trigger", "latest", "compaction", "compaction_target", "compaction_batches",
+                  "compaction_retention")
 
 
 @dataclass
@@ -49,14 +56,17 @@ class StreamingTable:
         self.name = name
         self.shape = shape
         self.options = {k.lower(): v for k, v in options.items()}
-        self.format = (fmt or "parquet").lower()
-        if self.format not in FORMATS:
-            raise SqlwinError(f"CREATE STREAMING TABLE {name} USING {self.format}: expected parquet, json or memory")
+        wanted = sink_format(spark, fmt, name) if fmt else None  # None: the sink's own, else parquet
+        compaction = CompactionPolicy.from_options(self.options, name)
         self.location = storage.qualify(self.options.get("checkpoint") or storage.join(streaming_root(spark), name))
         self.path, self.why = choose_path(shape)
-        self.sink = BatchSink(name, self.options.get("path") or storage.join(self.location, "data"), self.format)
+        spark_options = {k: v for k, v in self.options.items() if k not in SQLWIN_OPTIONS}  # the format's own
+        self.sink = BatchSink(name, self.options.get("path") or storage.join(self.location, "data"), wanted,
+                              compaction, spark_options)
+        self.format = self.sink.format
         late = shape.late_rows_to
-        self.late_sink = BatchSink(late, storage.join(self.location, "late_rows"), self.format) if late else None
+        self.late_sink = BatchSink(late, storage.join(self.location, "late_rows"), wanted, compaction,
+                                   spark_options) if late else None
         self.query: Any = None
         self.operator: Any = None
         self.committed_state: Any = None  # over Spark Connect: reads the server's committed operator state
@@ -104,7 +114,7 @@ class StreamingTable:
             raise SqlwinError(f"streaming table {self.name} failed: {_first_line(err)}") from None
 
     def read(self) -> Any:
-        """The sink's rows so far (a batch DataFrame)."""
+        """The sink's rows so far (a batch DataFrame): compacted files and the folders after them, each row once."""
         return self.sink.read(self.spark)
 
     # -- status -------------------------------------------------------------------------------
