@@ -118,7 +118,7 @@ class Engines:
 
     def _folder(self, engine: str) -> Path:
         self.n += 1
-        folder = self.root / "runs" / f"{engine}_{self.n}"
+        folder = self.root / "runs" / f"{engine}_{len(self.files)}_{self.files[0].parent.name}_{self.n}"
         (folder / "in").mkdir(parents=True)
         return folder
 
@@ -156,7 +156,7 @@ class Engines:
 
     def custom(self) -> Run:
         folder = self._folder("custom")
-        tag = f"scale{self.n}"
+        tag = f"scale_{self.files[0].parent.name}_{self.n}"
         os.environ["SQLWIN_STREAMING_DIR"] = str(folder / "root")
         sqlwin.sql(self.spark, f"CREATE STREAM s_{tag} ({SCHEMA}, WATERMARK FOR ts AS ts - INTERVAL 1 MINUTE) "
                                f"USING parquet OPTIONS (path '{folder / 'in'}', maxFilesPerTrigger '1')")

@@ -180,9 +180,6 @@ def read_parquet(uri: str) -> Any:
     return _files(uri).read_parquet(uri)
 
 
-def parquet_rows(uri: str) -> int:
-    """The row count in a parquet file's footer (the file itself is not read)."""
-    return _files(uri).parquet_rows(uri)
 
 
 # -- file systems ---------------------------------------------------------------------------------------
@@ -270,11 +267,6 @@ class ArrowFiles:
 
         return pq.read_table(self.path(uri), filesystem=self.fs)
 
-    def parquet_rows(self, uri: str) -> int:
-        import pyarrow.parquet as pq
-
-        with self.fs.open_input_file(self.path(uri)) as f:
-            return pq.read_metadata(f).num_rows
 
 
 class HadoopFiles:
@@ -358,26 +350,6 @@ class HadoopFiles:
         if raw is None:
             raise FileNotFoundError(uri)
         return pq.read_table(pa.BufferReader(raw))
-
-    def parquet_rows(self, uri: str) -> int:
-        """From the footer alone: its length (the 8 bytes before the end), then the footer, parsed by pyarrow
-        as a file that is only a footer."""
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        fs, path = self._fs(uri)
-        length = int(fs.getFileStatus(path).getLen())
-        stream = fs.open(path)
-        try:
-            io_utils = self.jvm.org.apache.commons.io.IOUtils
-            stream.seek(length - 8)
-            tail = bytes(io_utils.toByteArray(stream, 8))
-            footer_length = int.from_bytes(tail[:4], "little")
-            stream.seek(length - 8 - footer_length)
-            footer = bytes(io_utils.toByteArray(stream, footer_length))
-        finally:
-            stream.close()
-        return pq.read_metadata(pa.BufferReader(b"PAR1" + footer + tail)).num_rows
 
 
 _LOCAL: ArrowFiles | None = None
