@@ -183,7 +183,13 @@ def _snippets(failure: SparkFailure) -> list[str]:
             found.append(parts[-1])
         else:
             found.append(value)
-    return [s for s in found if s and not INTERNAL.fullmatch(s)]
+    variants: list[str] = []
+    for snippet in found:
+        bounds = _STRUCT_BOUND.sub(lambda m: f"window_{m.group(1)}", snippet)  # the grouped window struct
+        for variant in (snippet, bounds, *([bounds[1:-1]] if bounds[:1] == "(" and bounds[-1:] == ")" else [])):
+            if variant not in variants:
+                variants.append(variant)
+    return [s for s in variants if s and not INTERNAL.fullmatch(s)]
 
 
 def _ordinal(failure: SparkFailure, generated: str | None) -> int:
