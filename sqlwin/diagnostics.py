@@ -303,7 +303,7 @@ def run_sql(spark: Any, sql: str, text: str, generated: str | None) -> Any:
     try:
         return spark.sql(sql)
     except Exception as err:
-        if not _is_spark_error(err):
+        if not is_spark_error(err):
             raise
         raise from_spark(err, text, generated) from None
 
@@ -318,6 +318,7 @@ def analyse(spark: Any, plan: Any, sql: str, text: str) -> None:
         run_sql(spark, sql, text, sql)
 
 
-def _is_spark_error(err: BaseException) -> bool:
+def is_spark_error(err: BaseException) -> bool:
     module = type(err).__module__
     return module.startswith(("pyspark", "py4j"))
+

@@ -52,7 +52,7 @@ class StreamingTable:
         self.format = (fmt or "parquet").lower()
         if self.format not in FORMATS:
             raise SqlwinError(f"CREATE STREAMING TABLE {name} USING {self.format}: expected parquet, json or memory")
-        self.location = storage.qualify(self.options.get("checkpoint") or storage.join(streaming_root(spark), name))
+        self.location = table_location(spark, name, self.options)
         self.path, self.why = choose_path(shape)
         self.sink = BatchSink(name, self.options.get("path") or storage.join(self.location, "data"), self.format)
         late = shape.late_rows_to
@@ -130,6 +130,12 @@ class StreamingTable:
             state_rows = sum(o.get("numRowsTotal", 0) or 0 for o in ops)
             watermark = (progress.get("eventTime") or {}).get("watermark", watermark)
         return Status(self.name, state, self.path, batches, rows_in, watermark, state_rows, state_rows, dropped, error)
+
+
+def table_location(spark: Any, name: str, options: dict[str, str]) -> str:
+    """The folder of streaming table ``name``: its ``checkpoint`` option, else ``<root>/<name>``."""
+    checkpoint = {k.lower(): v for k, v in options.items()}.get("checkpoint")
+    return storage.qualify(checkpoint or storage.join(streaming_root(spark), name))
 
 
 def latest_view_sql(shape: StreamingShape, table: str, view: str) -> str:
