@@ -10,12 +10,12 @@ folder resumes where it stopped, with nothing lost or counted twice.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from sqlwin.core.panes import MAX_TIME, MIN_TIME
+from sqlwin.diagnostics import runtime_failure
 from sqlwin.errors import SqlwinError
 from sqlwin.streaming import catalog, storage
 from sqlwin.streaming.shape import StreamingShape, choose_path
@@ -101,7 +101,7 @@ class StreamingTable:
         try:
             self.query.processAllAvailable()
         except Exception as err:
-            raise SqlwinError(f"streaming table {self.name} failed: {_first_line(err)}") from None
+            raise runtime_failure(err, self.shape.text, f"streaming table {self.name} failed: ") from None
 
     def read(self) -> Any:
         """The sink's rows so far (a batch DataFrame)."""
@@ -112,7 +112,7 @@ class StreamingTable:
         q = self.query
         failed = q is not None and q.exception() is not None
         state = "failed" if failed else "running" if self.is_active else "stopped"
-        error = _first_line(q.exception()) if failed else None
+        error = str(runtime_failure(q.exception(), self.shape.text)) if failed else None
         if self.operator is not None:
             if self.committed_state is not None:
                 self.committed_state.refresh(self.operator)
@@ -170,8 +170,3 @@ def _ts(micros: int) -> str | None:
 
     return (dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=micros)).isoformat(sep=" ")
 
-
-def _first_line(err: Any) -> str:
-    text = getattr(err, "desc", None) or str(err)
-    text = re.sub(r"\s*JVM stacktrace:.*", "", text, flags=re.DOTALL)
-    return text.strip().splitlines()[0] if text.strip() else type(err).__name__
