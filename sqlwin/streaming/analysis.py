@@ -12,7 +12,6 @@ mistake gets in the batch query, naming only the user's tables and columns.
 from __future__ import annotations
 
 import contextlib
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -24,8 +23,6 @@ from sqlwin.backends.spark_batch import SparkBatchCompiler
 from sqlwin.errors import SqlwinError
 from sqlwin.plan.statements import WindowedQuery
 
-EMPTY_VIEW = "__sqlwin_empty_"
-
 
 def query_of(node: exp.Expr) -> exp.Expr:
     """The query of a streaming statement (INSERT INTO's SELECT)."""
@@ -36,22 +33,33 @@ def check_as_batch(spark: Any, text: str, query: WindowedQuery, streams: dict[st
     """Analyse ``query`` as the batch query over empty relations shaped like ``streams`` (name -> stream);
     a mistake is a ``SqlwinError`` positioned in ``text``, as the batch query reports it."""
     compiler = SparkBatchCompiler(spark)  # the batch query's own compiler (pipeline.make_compiler's)
-    views: list[str] = []
-    try:
-        ctes = []
-        for name in sorted(streams):
-            view = f"{EMPTY_VIEW}{uuid.uuid4().hex[:12]}"
-            schema = spark.table(name).schema
-            spark.createDataFrame([], schema).createOrReplaceTempView(view)
-            views.append(view)
-            ctes.append(exp.CTE(this=exp.select("*").from_(exp.to_identifier(view)),
-                                alias=exp.TableAlias(this=exp.to_identifier(name))))
-        compiled = compiler.compile(query_of(query.node).copy(), query.windows)
-        sql = compiler.render(_with_ctes(compiled, ctes))
-        diagnostics.run_sql(spark, sql, text, sql)
-    finally:
-        for view in views:
-            spark.catalog.dropTempView(view)
+    ctes = [exp.CTE(this=empty_relation(spark.table(name).schema), alias=exp.TableAlias(this=exp.to_identifier(name)))
+            for name in sorted(streams)]
+    compiled = compiler.compile(query_of(query.node).copy(), query.windows)
+    sql = compiler.render(_with_ctes(compiled, ctes))
+    diagnostics.run_sql(spark, sql, text, sql)
+
+
+def empty_relation(schema: Any) -> exp.Select:
+    """``SELECT CAST(NULL AS type) AS col, ... WHERE FALSE``: no row, the columns and types of ``schema``."""
+    columns = [exp.alias_(exp.cast(exp.null(), exp.DataType.build(ddl_type(f.dataType), dialect="spark", udt=True)),
+                          exp.to_identifier(f.name, quoted=True)) for f in schema.fields]
+    return exp.select(*columns).where(exp.false())
+
+
+def ddl_type(data_type: Any) -> str:
+    """Spark SQL's name of a pyspark data type, with struct field names quoted (``simpleString`` leaves them
+    bare)."""
+    from pyspark.sql import types as T
+
+    if isinstance(data_type, T.StructType):
+        fields = ", ".join(f"`{f.name.replace('`', '``')}`: {ddl_type(f.dataType)}" for f in data_type.fields)
+        return f"STRUCT<{fields}>"
+    if isinstance(data_type, T.ArrayType):
+        return f"ARRAY<{ddl_type(data_type.elementType)}>"
+    if isinstance(data_type, T.MapType):
+        return f"MAP<{ddl_type(data_type.keyType)}, {ddl_type(data_type.valueType)}>"
+    return data_type.simpleString()
 
 
 def _with_ctes(query: exp.Expr, ctes: list[exp.CTE]) -> exp.Expr:
