@@ -156,6 +156,7 @@ def _status_line(table) -> str:
     return status.error
 
 
+@pytest.mark.slow
 def test_a_failure_while_running_is_one_line_and_a_fixed_restart_resumes_exactly_once(spark, tmp_path, monkeypatch):
     """A row a cast cannot read (ANSI mode): native and custom paths stop with status ``failed`` and one line (the
     CAST's line and column, Spark's message), in status(), SHOW STREAMING TABLES and process_all_available;
@@ -206,6 +207,7 @@ def test_a_failure_while_running_is_one_line_and_a_fixed_restart_resumes_exactly
                 catalog.remove_table(name)
 
 
+@pytest.mark.slow
 def test_a_division_by_zero_under_ansi_mode_and_a_restart_with_ansi_off(spark, tmp_path, monkeypatch):
     """Division by zero (ANSI mode) on the custom path with a trigger: failed, one line at the division; a
     restart with ANSI mode off takes the same micro-batch again (NULL for the division) and every pane once."""
