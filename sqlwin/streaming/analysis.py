@@ -33,8 +33,10 @@ def check_as_batch(spark: Any, text: str, query: WindowedQuery, streams: dict[st
     """Analyse ``query`` as the batch query over empty relations shaped like ``streams`` (name -> stream);
     a mistake is a ``SqlwinError`` positioned in ``text``, as the batch query reports it."""
     compiler = SparkBatchCompiler(spark)  # the batch query's own compiler (pipeline.make_compiler's)
-    ctes = [exp.CTE(this=empty_relation(spark.table(name).schema), alias=exp.TableAlias(this=exp.to_identifier(name)))
-            for name in sorted(streams)]
+    with in_user_terms(text):  # a stream's view dropped behind sqlwin's back
+        schemas = {name: spark.table(name).schema for name in sorted(streams)}
+    ctes = [exp.CTE(this=empty_relation(schema), alias=exp.TableAlias(this=exp.to_identifier(name)))
+            for name, schema in schemas.items()]
     compiled = compiler.compile(query_of(query.node).copy(), query.windows)
     sql = compiler.render(_with_ctes(compiled, ctes))
     diagnostics.run_sql(spark, sql, text, sql)
