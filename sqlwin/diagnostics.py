@@ -26,7 +26,7 @@ _SUGGESTIONS = re.compile(r"(Did you mean one of the following\?\s*)\[([^\]]*)\]
 _SPARK_POS = re.compile(r";?\s*line (\d+) pos (\d+);?\s*$")
 _STRUCT_BOUND = re.compile(r"`?__w`?\.`?(start|end)`?")  # spark_groupby's window struct
 _PARAM_KEYS = ("objectName", "routineName", "relationName", "functionName", "expression", "sqlExpr",
-               "name", "fieldName", "columnName", "tableName", "viewName")
+               "name", "fieldName", "columnName", "tableName", "viewName", "condition")
 
 
 @dataclass
@@ -183,7 +183,13 @@ def _snippets(failure: SparkFailure) -> list[str]:
             found.append(parts[-1])
         else:
             found.append(value)
-    return [s for s in found if s and not INTERNAL.fullmatch(s)]
+    variants: list[str] = []
+    for snippet in found:
+        bounds = _STRUCT_BOUND.sub(lambda m: f"window_{m.group(1)}", snippet)  # the grouped window struct
+        for variant in (snippet, bounds, *([bounds[1:-1]] if bounds[:1] == "(" and bounds[-1:] == ")" else [])):
+            if variant not in variants:
+                variants.append(variant)
+    return [s for s in variants if s and not INTERNAL.fullmatch(s)]
 
 
 def _ordinal(failure: SparkFailure, generated: str | None) -> int:
@@ -297,7 +303,7 @@ def run_sql(spark: Any, sql: str, text: str, generated: str | None) -> Any:
     try:
         return spark.sql(sql)
     except Exception as err:
-        if not _is_spark_error(err):
+        if not is_spark_error(err):
             raise
         raise from_spark(err, text, generated) from None
 
@@ -312,6 +318,65 @@ def analyse(spark: Any, plan: Any, sql: str, text: str) -> None:
         run_sql(spark, sql, text, sql)
 
 
-def _is_spark_error(err: BaseException) -> bool:
+def is_spark_error(err: BaseException) -> bool:
     module = type(err).__module__
     return module.startswith(("pyspark", "py4j"))
+
+
+# -- failures while running ---------------------------------------------------------------------
+# conditions that only wrap the failure that matters (a micro-batch's function, the query, a task)
+_WRAPPERS = {"STREAM_FAILED", "FOREACH_BATCH_USER_FUNCTION_ERROR", "TASK_WRITE_FAILED", "PYTHON_EXCEPTION"}
+_CONDITION = re.compile(r"\[([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)\] ([^\n]*)")
+_EXCEPTION_LINE = re.compile(r"^(?:Caused by: )?([\w.$]*(?:Error|Exception)): (\S[^\n]*)$", re.MULTILINE)
+_SQL_CONTEXT = re.compile(r"== SQL[^\n]*\(line \d+, position \d+\) ==\n([^\n]*)\n( *)(\^+)")
+_SECTIONS = re.compile(r"\n\s*(?:=== Streaming Query ===|JVM stacktrace:)")
+
+
+def runtime_failure(err: BaseException | str, text: str, prefix: str = "") -> SqlwinError:
+    """What a running statement failed on (a row a cast cannot read, a division by zero under ANSI mode, a
+    full disk), as one line in the user's terms: the failing expression's position in ``text`` (else where
+    the statement starts) and Spark's own message, without the Python and Java stack traces, the wrappers
+    of the micro-batch and of the query, or the plan."""
+    raw = err if isinstance(err, str) else _message_of(err)
+    raw = _SECTIONS.split(raw, maxsplit=1)[0]
+    message = _innermost(raw)
+    message = re.sub(r"\s*SQLSTATE: \w+\.?.*$", "", message).strip()
+    position: tuple[int, int] | None = None
+    own = re.match(r"line (\d+), col (\d+): (.*)$", message)  # a SqlwinError raised while running
+    if own:
+        position, message = (int(own.group(1)), int(own.group(2))), own.group(3)
+    condition = _condition_of(message)
+    message = prefix + (clean_message(message, text) if text else message)
+    contexts = _SQL_CONTEXT.findall(raw)
+    if contexts and text and position is None:
+        snippet, lead, carets = contexts[-1]
+        fragment = snippet[len(lead): len(lead) + len(carets)]
+        if not INTERNAL.search(fragment):
+            position = locate(text, [fragment])
+    if position is None and text:
+        position = statement_start(text)
+    error = SqlwinError(message, *(position or (None, None)))
+    error.spark_condition = condition  # type: ignore[attr-defined]
+    return error
+
+
+def _innermost(raw: str) -> str:
+    conditions = [(m.group(1), m.group(0)) for m in _CONDITION.finditer(raw)]
+    own = [c for c in conditions if c[0] not in _WRAPPERS]
+    if own:
+        return own[-1][1]
+    exceptions = [m for m in _EXCEPTION_LINE.finditer(raw)]
+    if exceptions:
+        name, message = exceptions[-1].group(1), exceptions[-1].group(2)
+        if name.endswith("SqlwinError"):
+            return message
+        return f"{name.rsplit('.', 1)[-1].rsplit('$', 1)[-1]}: {message}"
+    if conditions:
+        return conditions[-1][1]
+    lines = [ln.strip() for ln in raw.strip().splitlines() if ln.strip()]
+    return lines[0] if lines else "failed"
+
+
+def _condition_of(message: str) -> str | None:
+    m = re.match(r"\[([A-Z0-9_.]+)\]", message)
+    return m.group(1) if m else None

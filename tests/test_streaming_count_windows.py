@@ -160,7 +160,7 @@ def test_count_window_crash_inside_a_commit_resumes_exactly_once(spark, env, mon
     table = catalog.find_table("cw_crash")
     feeder.feed(FILES[:3], table)
     feeder.write(FILES[3])
-    with pytest.raises(SqlwinError, match="FOREACH_BATCH_USER_FUNCTION_ERROR"):
+    with pytest.raises(SqlwinError, match=r"streaming table cw_crash failed: RuntimeError: crash inside the commit$"):
         table.process_all_available()
     state = Path(table.location) / "sqlwin"
     assert (state / "rows" / "6").is_dir() and not (state / "state" / "6.json").exists()

@@ -202,6 +202,8 @@ class PaneQuery:
             carrier.set("group", group)
         exprs = [exp.column(f"__k{key_index(shape, g)}", alias) if key_index(shape, g) is not None else g
                  for g in group.expressions]
+        if shape.window is not None:  # window_time is window_end's: selectable as in the batch query
+            exprs.append(exp.column("window_time", alias))
         group.set("expressions", exprs + [exp.column(n, alias) for n in columns])
         if self.decomposition is None:
             count_star_to_present(carrier, alias)

@@ -48,6 +48,7 @@ class StreamingShape:
     aggregated: bool = True
     streams: list = field(default_factory=list)  # every stream the query reads (``stream`` is the first)
     processing_time: bool = False  # windows over a PROCTIME() column: the watermark is the processing clock
+    text: str = ""  # the statement as the user wrote it: where a failure while running is reported
 
     @property
     def time_column(self) -> str:
@@ -65,13 +66,19 @@ class StreamingShape:
         return self.query.lateness.late_rows_to
 
 
-def analyse(query: WindowedQuery, streams: dict[str, CreateStream | CreateReplayStream]) -> StreamingShape:
-    """Check the query is one the streaming operator runs and find its parts; errors point at the SQL."""
+def analyse(query: WindowedQuery, streams: dict[str, CreateStream | CreateReplayStream],
+            text: str = "") -> StreamingShape:
+    """Check the query is one the streaming operator runs and find its parts; errors point at the SQL
+    (``text``: the statement as written, kept for the failures that can only happen while it runs)."""
     refuse_result_limit(query)
     node = query.node
     tables = [t for t in node.find_all(exp.Table) if t.name.lower() in streams]
     names = sorted({t.name.lower() for t in tables})
     read = [streams[n] for n in names]
+    if not read:
+        raise SqlwinError.at(node.expression if isinstance(node, exp.Insert) else node,
+                             "a streaming table's query reads a stream (CREATE STREAM); this one reads none: run it "
+                             "as a batch query")
     if len(read) > 1 and any(isinstance(r, CreateReplayStream) for r in read):
         raise SqlwinError.at(tables[0], "a query reads one replay stream; replay several tables as one (UNION ALL "
                                         "them in the CREATE STREAM ... FROM TABLE)")
@@ -143,7 +150,7 @@ def analyse(query: WindowedQuery, streams: dict[str, CreateStream | CreateReplay
                                           "(GROUP BY window_start, window_end and the PARTITION BY columns)")
     if window is not None:
         _keep_windows_apart(carrier, window.node, aggregated)
-    shape = StreamingShape(query, stream, window, carrier, alias, keys, aggregated, read, in_processing_time)
+    shape = StreamingShape(query, stream, window, carrier, alias, keys, aggregated, read, in_processing_time, text)
     if window is not None and window.is_count_based:
         check_count_query(shape)
     if query.evict is not None:

@@ -4,6 +4,7 @@ point: Python API, CLI scripts, the JDBC server)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from sqlglot import exp
@@ -12,10 +13,13 @@ from sqlwin.errors import SqlwinError
 from sqlwin.plan import statements as st
 from sqlwin.results import StatementResult
 from sqlwin.streaming import catalog, trace
+from sqlwin.streaming.analysis import check_as_batch, in_user_terms, start_cleanly
+from sqlwin.streaming.compaction import CompactionPolicy
 from sqlwin.streaming.names import check_outputs, check_replay_outputs, check_stream_name
-from sqlwin.streaming.shape import analyse
+from sqlwin.streaming.shape import StreamingShape, analyse
+from sqlwin.streaming.sinks import sink_format
 from sqlwin.streaming.sources import stream_dataframe
-from sqlwin.streaming.tables import StreamingTable
+from sqlwin.streaming.tables import StreamingTable, latest_view_sql, table_location
 
 STREAMING_PLANS = (st.CreateStream, st.CreateReplayStream, st.CreateStreamingTable, st.ShowStreamingTables,
                    st.StopStreamingTable)
@@ -41,9 +45,6 @@ def execute(spark: Any, text: str, plan: object) -> StatementResult:
         return _create_stream(spark, text, plan)
     if isinstance(plan, st.CreateReplayStream):
         return _create_replay_stream(spark, text, plan)
-    if isinstance(plan, st.CreateStreamingTable):
-        table = start_table(spark, plan.name, plan.query, plan.format, plan.options, name_node=plan.node)
-        return StatementResult(text, message=f"streaming table {table.name} started ({table.path} path: {table.why})")
     if isinstance(plan, st.ShowStreamingTables):
         return StatementResult(text, dataframe=show_tables(spark))
     if isinstance(plan, st.StopStreamingTable):
@@ -52,23 +53,39 @@ def execute(spark: Any, text: str, plan: object) -> StatementResult:
             raise SqlwinError(f"STOP STREAMING TABLE {plan.name}: no such streaming table")
         table.stop()
         return StatementResult(text, message=f"streaming table {table.name} stopped")
-    assert isinstance(plan, st.WindowedQuery)
-    streams = streams_read(spark, plan.node)
-    if any(isinstance(s, st.CreateReplayStream) for s in streams.values()):
+    prepared = prepare(spark, text, plan)
+    if isinstance(prepared, StreamingShape):  # a replay
         from sqlwin.streaming.replay import replay
 
-        check_replay_outputs(spark, plan)
-        shape = analyse(plan, streams)
-        with trace.replayed(shape, text) as run:
-            panes = replay(spark, shape)
+        with trace.replayed(prepared, text) as run, in_user_terms(text):
+            panes = replay(spark, prepared)
             if run is not None:
                 run.result = panes
         return StatementResult(text, dataframe=panes)
+    table = prepared.start()
+    if isinstance(plan, st.CreateStreamingTable):
+        return StatementResult(text, message=f"streaming table {table.name} started ({table.path} path: {table.why})")
+    return StatementResult(text, message=f"streaming insert into {table.name} started ({table.path} path)")
+
+
+def prepare(spark: Any, text: str, plan: object) -> StreamingShape | PreparedTable:
+    """Everything a streaming query statement (a replay, CREATE STREAMING TABLE, INSERT INTO) is checked for,
+    before anything runs: its output names, the user's query analysed as the batch query (the batch query's
+    errors, in the user's terms: ``sqlwin.streaming.analysis``), then the streaming rules (``shape.analyse``).
+    Gives the replay's shape, or the streaming table to start; nothing is written or run."""
+    if isinstance(plan, st.CreateStreamingTable):
+        return prepare_table(spark, plan.name, plan.query, plan.format, plan.options, name_node=plan.node, text=text)
+    if not isinstance(plan, st.WindowedQuery):
+        raise SqlwinError(f"{type(plan).__name__} is not a streaming query statement")
+    streams = streams_read(spark, plan.node)
+    if any(isinstance(s, st.CreateReplayStream) for s in streams.values()):
+        check_replay_outputs(spark, plan)
+        check_as_batch(spark, text, plan, streams)
+        return analyse(plan, streams, text)
     if isinstance(plan.node, exp.Insert):
         target = plan.node.this
         name = (target.this if isinstance(target, exp.Schema) else target).name
-        table = start_table(spark, name, plan, None, {}, name_node=target, insert=True)
-        return StatementResult(text, message=f"streaming insert into {name} started ({table.path} path)")
+        return prepare_table(spark, name, plan, None, {}, name_node=target, insert=True, text=text)
     raise SqlwinError.at(plan.node, f"this query reads the stream {', '.join(sorted(streams))}: it runs "
                                     "continuously; start it with CREATE STREAMING TABLE name AS <query> (or "
                                     "INSERT INTO name <query>), or replay it over a table with CREATE STREAM ... "
@@ -77,12 +94,49 @@ def execute(spark: Any, text: str, plan: object) -> StatementResult:
 
 def start_table(spark: Any, name: str, query: st.WindowedQuery, fmt: str | None,
                 options: dict[str, str], *, clock: Callable[[], int] | None = None,
-                name_node: exp.Expr | None = None, insert: bool = False) -> StreamingTable:
+                name_node: exp.Expr | None = None, insert: bool = False, text: str | None = None) -> StreamingTable:
     """``clock``: a test's processing-time clock (``StreamingTable``), never set from SQL; ``name_node``:
-    where the SQL names the table; ``insert``: INSERT INTO, which continues an existing sink."""
+    where the SQL names the table; ``insert``: INSERT INTO, which continues an existing sink; ``text``: the
+    statement as written (errors are positioned in it). Everything is checked before the table starts: a
+    statement that fails leaves no table running and no folder behind."""
+    text = text if text is not None else query.node.sql(dialect="sqlwin")
+    return prepare_table(spark, name, query, fmt, options, clock=clock, name_node=name_node, insert=insert,
+                         text=text).start()
+
+
+@dataclass
+class PreparedTable:
+    """A streaming table statement checked in full, its table not made yet: no folder, no view, no query."""
+
+    spark: Any
+    name: str
+    shape: StreamingShape
+    fmt: str | None
+    options: dict[str, str]
+    clock: Callable[[], int] | None = None
+
+    def start(self) -> StreamingTable:
+        """Make and start the table; if that fails, nothing is left running and the folder it made is gone."""
+        return start_cleanly(lambda: StreamingTable(self.spark, self.name, self.shape, self.fmt, self.options,
+                                                    clock=self.clock),
+                             table_location(self.spark, self.name, self.options), self.shape.text)
+
+
+def prepare_table(spark: Any, name: str, query: st.WindowedQuery, fmt: str | None, options: dict[str, str], *,
+                  text: str, clock: Callable[[], int] | None = None, name_node: exp.Expr | None = None,
+                  insert: bool = False) -> PreparedTable:
+    """The streaming table of a statement, checked in full and not started (nothing written, nothing run)."""
     check_outputs(spark, name, query, name_node, insert)
-    shape = analyse(query, streams_read(spark, query.node))
-    return StreamingTable(spark, name, shape, fmt, options, clock=clock).start()
+    if fmt:
+        sink_format(spark, fmt, name)  # a format Spark has no file source for
+    CompactionPolicy.from_options({k.lower(): v for k, v in options.items()}, name)  # its options' errors
+    streams = streams_read(spark, query.node)
+    check_as_batch(spark, text, query, streams)
+    shape = analyse(query, streams, text)
+    latest = {k.lower(): v for k, v in options.items()}.get("latest")
+    if latest:
+        latest_view_sql(shape, name, latest)  # its errors before anything starts
+    return PreparedTable(spark, name, shape, fmt, options, clock)
 
 
 def _create_stream(spark: Any, text: str, plan: st.CreateStream) -> StatementResult:

@@ -12,12 +12,12 @@ folder resumes where it stopped, with nothing lost or counted twice.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from sqlwin.core.panes import MAX_TIME, MIN_TIME
+from sqlwin.diagnostics import runtime_failure
 from sqlwin.errors import SqlwinError
 from sqlwin.streaming import catalog, storage
 from sqlwin.streaming.compaction import CompactionPolicy
@@ -58,7 +58,7 @@ class StreamingTable:
         self.options = {k.lower(): v for k, v in options.items()}
         wanted = sink_format(spark, fmt, name) if fmt else None  # None: the sink's own, else parquet
         compaction = CompactionPolicy.from_options(self.options, name)
-        self.location = storage.qualify(self.options.get("checkpoint") or storage.join(streaming_root(spark), name))
+        self.location = table_location(spark, name, self.options)
         self.path, self.why = choose_path(shape)
         spark_options = {k: v for k, v in self.options.items() if k not in SQLWIN_OPTIONS}  # the format's own
         self.sink = BatchSink(name, self.options.get("path") or storage.join(self.location, "data"), wanted,
@@ -111,7 +111,7 @@ class StreamingTable:
         try:
             self.query.processAllAvailable()
         except Exception as err:
-            raise SqlwinError(f"streaming table {self.name} failed: {_first_line(err)}") from None
+            raise runtime_failure(err, self.shape.text, f"streaming table {self.name} failed: ") from None
 
     def read(self) -> Any:
         """The sink's rows so far (a batch DataFrame): compacted files and the folders after them, each row once."""
@@ -122,7 +122,7 @@ class StreamingTable:
         q = self.query
         failed = q is not None and q.exception() is not None
         state = "failed" if failed else "running" if self.is_active else "stopped"
-        error = _first_line(q.exception()) if failed else None
+        error = str(runtime_failure(q.exception(), self.shape.text)) if failed else None
         if self.operator is not None:
             if self.committed_state is not None:
                 self.committed_state.refresh(self.operator)
@@ -140,6 +140,12 @@ class StreamingTable:
             state_rows = sum(o.get("numRowsTotal", 0) or 0 for o in ops)
             watermark = (progress.get("eventTime") or {}).get("watermark", watermark)
         return Status(self.name, state, self.path, batches, rows_in, watermark, state_rows, state_rows, dropped, error)
+
+
+def table_location(spark: Any, name: str, options: dict[str, str]) -> str:
+    """The folder of streaming table ``name``: its ``checkpoint`` option, else ``<root>/<name>``."""
+    checkpoint = {k.lower(): v for k, v in options.items()}.get("checkpoint")
+    return storage.qualify(checkpoint or storage.join(streaming_root(spark), name))
 
 
 def latest_view_sql(shape: StreamingShape, table: str, view: str) -> str:
@@ -174,8 +180,3 @@ def _ts(micros: int) -> str | None:
 
     return (dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=micros)).isoformat(sep=" ")
 
-
-def _first_line(err: Any) -> str:
-    text = getattr(err, "desc", None) or str(err)
-    text = re.sub(r"\s*JVM stacktrace:.*", "", text, flags=re.DOTALL)
-    return text.strip().splitlines()[0] if text.strip() else type(err).__name__

@@ -1,0 +1,113 @@
+"""A streaming statement analysed in full before anything starts, with the batch query's errors.
+
+A streaming query is the batch query run over the rows as they arrive, so its mistakes (an unknown column
+or function, a column missing from GROUP BY, a type mismatch, ...) are the batch query's. Before a replay
+or a streaming table plans its panes, the user's query is compiled as the batch query (streaming clauses
+dropped, as batch queries do) and Spark analyses it, nothing run, over an *empty* relation with each
+stream's columns: a CTE named like the stream, so the user's names resolve as written. Spark's error then
+goes through the batch path's mapping (``sqlwin.diagnostics``): the same message and position the same
+mistake gets in the batch query, naming only the user's tables and columns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlglot import exp
+
+from sqlwin import diagnostics
+from sqlwin.backends.spark_batch import SparkBatchCompiler
+from sqlwin.errors import SqlwinError
+from sqlwin.plan.statements import WindowedQuery
+
+
+def query_of(node: exp.Expr) -> exp.Expr:
+    """The query of a streaming statement (INSERT INTO's SELECT)."""
+    return node.expression if isinstance(node, exp.Insert) else node
+
+
+def check_as_batch(spark: Any, text: str, query: WindowedQuery, streams: dict[str, Any]) -> None:
+    """Analyse ``query`` as the batch query over empty relations shaped like ``streams`` (name -> stream);
+    a mistake is a ``SqlwinError`` positioned in ``text``, as the batch query reports it."""
+    compiler = SparkBatchCompiler(spark)  # the batch query's own compiler (pipeline.make_compiler's)
+    with in_user_terms(text):  # a stream's view dropped behind sqlwin's back
+        schemas = {name: spark.table(name).schema for name in sorted(streams)}
+    ctes = [exp.CTE(this=empty_relation(schema), alias=exp.TableAlias(this=exp.to_identifier(name)))
+            for name, schema in schemas.items()]
+    compiled = compiler.compile(query_of(query.node).copy(), query.windows)
+    sql = compiler.render(_with_ctes(compiled, ctes))
+    diagnostics.run_sql(spark, sql, text, sql)
+
+
+def empty_relation(schema: Any) -> exp.Select:
+    """``SELECT CAST(NULL AS type) AS col, ... WHERE FALSE``: no row, the columns and types of ``schema``."""
+    columns = [exp.alias_(exp.cast(exp.null(), exp.DataType.build(ddl_type(f.dataType), dialect="spark", udt=True)),
+                          exp.to_identifier(f.name, quoted=True)) for f in schema.fields]
+    return exp.select(*columns).where(exp.false())
+
+
+def ddl_type(data_type: Any) -> str:
+    """Spark SQL's name of a pyspark data type, with struct field names quoted (``simpleString`` leaves them
+    bare)."""
+    from pyspark.sql import types as T
+
+    if isinstance(data_type, T.StructType):
+        fields = ", ".join(f"`{f.name.replace('`', '``')}`: {ddl_type(f.dataType)}" for f in data_type.fields)
+        return f"STRUCT<{fields}>"
+    if isinstance(data_type, T.ArrayType):
+        return f"ARRAY<{ddl_type(data_type.elementType)}>"
+    if isinstance(data_type, T.MapType):
+        return f"MAP<{ddl_type(data_type.keyType)}, {ddl_type(data_type.valueType)}>"
+    return data_type.simpleString()
+
+
+def _with_ctes(query: exp.Expr, ctes: list[exp.CTE]) -> exp.Expr:
+    """``query`` with ``ctes`` first in its WITH (the user's own CTEs may read the streams)."""
+    if not ctes:
+        return query
+    if not isinstance(query, exp.Query):
+        query = exp.select("*").from_(exp.Subquery(this=query))
+    with_ = query.args.get("with_")
+    if with_ is None:
+        query.set("with_", exp.With(expressions=ctes))
+    else:
+        with_.set("expressions", [*ctes, *with_.expressions])
+    return query
+
+
+@contextmanager
+def in_user_terms(text: str) -> Iterator[None]:
+    """Spark errors raised inside (analysis of the SQL sqlwin generated, or a failing job) as SqlwinErrors
+    in the user's terms; sqlwin's own errors pass."""
+    try:
+        yield
+    except SqlwinError:
+        raise
+    except Exception as err:
+        if not diagnostics.is_spark_error(err):
+            raise
+        raise diagnostics.from_spark(err, text, "") from None
+
+
+def start_cleanly(make: Callable[[], Any], location: str, text: str) -> Any:
+    """``make()`` a streaming table and start it. Should that fail (Spark refusing the SQL sqlwin generated,
+    which the analysis above leaves for sqlwin's own mistakes), the error is in the user's terms, no query is
+    left running and the table's folder (``location``) is removed if this start made it."""
+    from sqlwin.streaming import storage
+
+    fresh = not storage.exists(location)
+    table = None
+    try:
+        with in_user_terms(text):
+            table = make()
+            return table.start()
+    except BaseException:
+        if table is not None and table.query is not None:
+            with contextlib.suppress(Exception):  # the start's own error is the one to report
+                table.query.stop()
+        if fresh and storage.exists(location):
+            storage.delete(location)
+        raise

@@ -1,0 +1,353 @@
+"""Streaming statements fail as the batch query does, before anything starts (GRAMMAR 6 for streaming).
+
+A corpus of wrong streaming statements (tests/fixtures/wrong_streaming_queries.yaml), each run as a replay, as
+CREATE STREAMING TABLE and as INSERT INTO over a live stream, must give a SqlwinError with the corpus's message
+and position in the text as written, the very message and position the batch query gets, naming only the
+user's tables and columns, and leave no streaming table running and no folder behind. A failure that can only
+happen while running stops the table with status ``failed`` and one line in the user's terms; a restart after
+the cause is fixed resumes exactly once. Generated and mutated streaming statements over known stream schemas
+are analysed (never started) and either pass or fail that way, within a time bound.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import re
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import sqlwin
+from sqlwin.errors import SqlwinError
+from sqlwin.streaming import catalog
+from tests.streamtools import Feeder, rows_of, ts
+
+CORPUS = yaml.safe_load((Path(__file__).parent / "fixtures" / "wrong_streaming_queries.yaml").read_text())
+IDS = [f"{i:02d}-{re.sub(r'[^a-z]+', '_', c['message'].lower()).strip('_')[:28]}" for i, c in enumerate(CORPUS)]
+INTERNAL = re.compile(r"(?<![\w`])`?__\w|\b(?:pane_index|is_final|pane_timing)\b")  # generated names
+SCHEMA = "k STRING, v INT, price DOUBLE, ts TIMESTAMP"
+# names of one length, so that a mistake has the same position over the batch table and either stream
+BATCH, REPLAY, LIVE = "bt", "rs", "ls"
+T = dt.datetime(2024, 1, 1)
+
+
+@pytest.fixture(scope="module")
+def streams(spark, tmp_path_factory):
+    """The batch table, a replay stream over it and a live stream (JSON files), all with ``SCHEMA``; streaming
+    tables keep their folders under ``root``."""
+    base = tmp_path_factory.mktemp("stream_errors")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SQLWIN_STREAMING_DIR", str(base / "root"))
+        rows = [("a", 1, 1.0, T), ("b", 2, 2.5, T + dt.timedelta(seconds=12)), ("a", 3, 4.0, T)]
+        spark.createDataFrame(rows, SCHEMA.lower()).createOrReplaceTempView(BATCH)
+        sqlwin.sql(spark, f"CREATE STREAM {REPLAY} FROM TABLE {BATCH} ARRIVAL ORDER BY ts "
+                          "WATERMARK FOR ts AS ts - INTERVAL 1 SECOND")
+        (base / "in").mkdir()
+        sqlwin.sql(spark, f"CREATE STREAM {LIVE} ({SCHEMA}, WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS) "
+                          f"USING json OPTIONS (path '{base / 'in'}')")
+        (base / "root" / "ins").mkdir(parents=True)  # a folder a previous run left: INSERT INTO continues it
+        yield SimpleNamespace(spark=spark, root=base / "root")
+        for table in catalog.all_tables():
+            table.stop()
+            catalog.remove_table(table.name)
+
+
+def attempt(spark, text: str) -> SqlwinError | None:
+    try:
+        sqlwin.sql(spark, text)
+    except SqlwinError as err:
+        return err
+    return None
+
+
+def assert_user_terms(err: SqlwinError, text: str) -> None:
+    """A position inside the statement, and a one-line message that names nothing sqlwin generated."""
+    message = err.message
+    assert not INTERNAL.search(message), message
+    assert "SQLSTATE" not in message and not re.search(r"line \d+ pos \d+", message), message
+    assert "\n" not in message and "Traceback" not in message, message
+    lines = text.split("\n")
+    assert err.line is not None and err.col is not None, str(err)
+    assert 1 <= err.line <= len(lines) and 1 <= err.col <= len(lines[err.line - 1]) + 1, (str(err), text)
+
+
+def as_batch(message: str, stream: str) -> str:
+    return re.sub(rf"\b{stream}\b", BATCH, message)
+
+
+def nothing_started(streams, name: str) -> None:
+    assert catalog.find_table(name) is None
+    assert not any(q.name == f"sqlwin_{name}" for q in streams.spark.streams.active)
+
+
+# -- the corpus -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("case", CORPUS, ids=IDS)
+def test_wrong_streaming_statement(streams, case) -> None:
+    """Replay, CREATE STREAMING TABLE and INSERT INTO: the corpus's message and position, which are the batch
+    query's, before anything starts."""
+    spark, i = streams.spark, CORPUS.index(case)
+    line, col = case["at"]
+    replay_text = case["sql"].format(s=REPLAY)
+    replayed = attempt(spark, replay_text)
+    assert replayed is not None, replay_text
+    assert case["message"] in replayed.message and [replayed.line, replayed.col] == [line, col], str(replayed)
+    assert_user_terms(replayed, replay_text)
+    if case.get("batch", True):
+        batch = attempt(spark, case["sql"].format(s=BATCH))
+        assert batch is not None
+        assert (batch.line, batch.col, batch.message) == (line, col, as_batch(replayed.message, REPLAY))
+
+    query = case["sql"].format(s=LIVE)
+    name = f"wrong_{i:02d}"
+    for text in (f"CREATE STREAMING TABLE {name} AS\n{query}", f"INSERT INTO ins\n{query}"):
+        err = attempt(spark, text)
+        assert err is not None, text
+        assert (err.line, err.col) == (line + 1, col), str(err)
+        assert as_batch(err.message, LIVE) == as_batch(replayed.message, REPLAY)
+        assert_user_terms(err, text)
+    nothing_started(streams, name)
+    nothing_started(streams, "ins")
+    assert not (streams.root / name).exists()  # no checkpoint folder
+    assert list((streams.root / "ins").iterdir()) == []  # the continued table's folder untouched
+
+
+def test_wrong_streaming_statements_through_the_cli(streams) -> None:
+    """The CLI prints a streaming statement's error in file coordinates with a caret, as a batch one's."""
+    from rich.console import Console
+
+    from sqlwin.cli import Failed, Runner, Source
+
+    case = CORPUS[1]  # a column missing from GROUP BY
+    for text in (case["sql"].format(s=REPLAY), f"CREATE STREAMING TABLE wrong_cli AS\n{case['sql'].format(s=LIVE)}"):
+        out, err = io.StringIO(), io.StringIO()
+        runner = Runner(streams.spark, Console(file=out, width=10_000), Console(file=err, width=10_000),
+                        progress=False)
+        with pytest.raises(Failed):
+            runner.run_source(Source("wrong.sql", "-- header\n" + text + ";\n", "."))
+        shown = err.getvalue()
+        line, col = case["at"]
+        line += 1 + text.startswith("CREATE")
+        assert f"error: line {line}, col {col}: [MISSING_AGGREGATION]" in shown, shown
+        assert f"--> wrong.sql:{line}:{col}" in shown and "^" in shown, shown
+        assert not INTERNAL.search(shown), shown
+    nothing_started(streams, "wrong_cli")
+
+
+def test_window_time_of_a_window_aggregation_replays_as_the_batch_query(streams) -> None:
+    """Selecting window_time from a window aggregation is the batch query's (it was refused by the custom path
+    while the batch query and the native path accepted it)."""
+    query = ("SELECT window_start, window_time, COUNT(*) AS n FROM TUMBLE(TABLE {s}, DESCRIPTOR(ts), "
+             "INTERVAL 10 SECONDS) GROUP BY window_start, window_end HAVING window_time > window_start")
+    replayed = rows_of(sqlwin.sql(streams.spark, query.format(s=REPLAY)), ["window_start", "window_time", "n"])
+    assert replayed == rows_of(sqlwin.sql(streams.spark, query.format(s=BATCH)))
+    assert len(replayed) == 2
+
+
+# -- failures while running -------------------------------------------------------------------------
+def _status_line(table) -> str:
+    status = table.status()
+    assert status.status == "failed"
+    return status.error
+
+
+@pytest.mark.slow
+def test_a_failure_while_running_is_one_line_and_a_fixed_restart_resumes_exactly_once(spark, tmp_path, monkeypatch):
+    """A row a cast cannot read (ANSI mode): native and custom paths stop with status ``failed`` and one line (the
+    CAST's line and column, Spark's message), in status(), SHOW STREAMING TABLES and process_all_available;
+    with the file replaced, starting the same statements again gives every window once."""
+    monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(tmp_path / "root"))
+    feeder = Feeder(tmp_path / "in")
+    sqlwin.sql(spark, f"CREATE STREAM rt_cast (k STRING, v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL "
+                      f"2 SECONDS) USING json OPTIONS (path '{tmp_path / 'in'}')")
+    query = ("SELECT window_start, window_end,\n  SUM(CAST(k AS INT)) AS s, COUNT(*) AS c\n"
+             "FROM TUMBLE(TABLE rt_cast, DESCRIPTOR(ts), INTERVAL 10 SECONDS)\nGROUP BY window_start, window_end")
+    texts = {"rt_native": f"CREATE STREAMING TABLE rt_native AS\n{query}",
+             "rt_custom": f"CREATE STREAMING TABLE rt_custom AS\n{query}\nALLOWED LATENESS INTERVAL 1 SECOND"}
+    try:
+        tables = {}
+        for name, text in texts.items():
+            sqlwin.sql(spark, text)
+            tables[name] = catalog.find_table(name)
+        assert [t.path for t in tables.values()] == ["native", "custom"]
+        feeder.feed([[{"k": "1", "v": 1, "ts": ts(1)}, {"k": "2", "v": 1, "ts": ts(5)}]], *tables.values())
+        feeder.write([{"k": "x", "v": 1, "ts": ts(12)}, {"k": "3", "v": 1, "ts": ts(13)}])  # 'x' is no INT
+        expected = ('line 3, col 7: [CAST_INVALID_INPUT] The value \'x\' of the type "STRING" cannot be cast to '
+                    '"INT" because it is malformed.')
+        for name, table in tables.items():
+            with pytest.raises(SqlwinError) as info:
+                table.process_all_available()
+            assert str(info.value).startswith(expected.replace(": ", f": streaming table {name} failed: ", 1))
+            line = _status_line(table)
+            assert line.startswith(expected) and "\n" not in line and not INTERNAL.search(line), line
+            assert not re.search(r"Traceback|\tat |Exception:|SQLSTATE|== SQL", line), line
+        shown = {r.name: (r.status, r.error) for r in sqlwin.sql(spark, "SHOW STREAMING TABLES").collect()}
+        assert {n: shown[n] for n in tables} == {n: ("failed", _status_line(t)) for n, t in tables.items()}
+
+        feeder.count = 1  # the cause fixed: the bad file replaced by a good one, under its name
+        feeder.write([{"k": "4", "v": 1, "ts": ts(12)}, {"k": "3", "v": 1, "ts": ts(13)}])
+        for name, text in texts.items():  # the same statements again: they resume where they stopped
+            sqlwin.sql(spark, text)
+            tables[name] = catalog.find_table(name)
+            assert tables[name].status().status == "running"
+        feeder.feed([[{"k": "5", "v": 1, "ts": ts(40)}]], *tables.values())
+        windows = [(T, 3, 2), (T + dt.timedelta(seconds=10), 7, 2)]
+        for name in tables:
+            assert rows_of(spark.table(name), ["window_start", "s", "c"]) == windows, name
+    finally:
+        for name in texts:
+            table = catalog.find_table(name)
+            if table is not None:
+                table.stop()
+                catalog.remove_table(name)
+
+
+@pytest.mark.slow
+def test_a_division_by_zero_under_ansi_mode_and_a_restart_with_ansi_off(spark, tmp_path, monkeypatch):
+    """Division by zero (ANSI mode) on the custom path with a trigger: failed, one line at the division; a
+    restart with ANSI mode off takes the same micro-batch again (NULL for the division) and every pane once."""
+    monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(tmp_path / "root"))
+    feeder = Feeder(tmp_path / "in")
+    sqlwin.sql(spark, f"CREATE STREAM rt_div (k STRING, v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL "
+                      f"2 SECONDS) USING json OPTIONS (path '{tmp_path / 'in'}')")
+    text = ("CREATE STREAMING TABLE rt_div_out AS\nSELECT window_start, k, COUNT(*) AS c,\n"
+            "       SUM(100 DIV v) AS q\nFROM TUMBLE(TABLE rt_div, DESCRIPTOR(ts), INTERVAL 10 SECONDS)\n"
+            "GROUP BY window_start, window_end, k\nEMIT WITH TRIGGER AFTER WATERMARK EARLY EVERY 2 ROWS")
+    ansi = spark.conf.get("spark.sql.ansi.enabled")
+    try:
+        sqlwin.sql(spark, text)
+        table = catalog.find_table("rt_div_out")
+        assert table.path == "custom"
+        feeder.feed([[{"k": "a", "v": 10, "ts": ts(1)}]], table)
+        feeder.write([{"k": "a", "v": 0, "ts": ts(2)}, {"k": "a", "v": 50, "ts": ts(3)}])
+        failed = r"^line 3, col 12: streaming table rt_div_out failed: \[DIVIDE_BY_ZERO\]"
+        with pytest.raises(SqlwinError, match=failed):
+            table.process_all_available()
+        line = _status_line(table)
+        assert line.startswith("line 3, col 12: [DIVIDE_BY_ZERO] Division by zero.") and "\n" not in line, line
+        spark.conf.set("spark.sql.ansi.enabled", "false")
+        sqlwin.sql(spark, text)
+        table = catalog.find_table("rt_div_out")
+        feeder.feed([[{"k": "a", "v": 1, "ts": ts(30)}]], table)
+        panes = rows_of(spark.table("rt_div_out"), ["k", "c", "q", "pane_timing"])
+        # an early pane once the second row came (micro-batch 1, re-run), the on-time pane when the window closed
+        assert panes == [("a", 3, 12, "EARLY"), ("a", 3, 12, "ON_TIME")], panes
+    finally:
+        spark.conf.set("spark.sql.ansi.enabled", ansi)
+        table = catalog.find_table("rt_div_out")
+        if table is not None:
+            table.stop()
+            catalog.remove_table("rt_div_out")
+
+
+# -- generated and mutated statements ---------------------------------------------------------------
+COLUMNS = ["k", "v", "price", "ts", "window_start", "window_end", "window_time", "nope", "kk"]
+TVFS = ["TUMBLE(TABLE {s}, DESCRIPTOR(ts), INTERVAL 10 SECONDS)",
+        "HOP(TABLE {s}, DESCRIPTOR(ts), INTERVAL 5 SECONDS, INTERVAL 10 SECONDS)",
+        "CUMULATE(TABLE {s}, DESCRIPTOR(ts), INTERVAL 5 SECONDS, INTERVAL 10 SECONDS)",
+        "SESSION(TABLE {s} PARTITION BY k, DESCRIPTOR(ts), INTERVAL 10 SECONDS)",
+        "TUMBLE(TABLE {s} PARTITION BY k, DESCRIPTOR(ts), ROWS 3)",
+        "TUMBLE(TABLE(SELECT * FROM {s} WHERE {c} > 0), DESCRIPTOR(ts), INTERVAL 10 SECONDS)",
+        "TUMBLE(TABLE {s}, DESCRIPTOR({c}), INTERVAL 10 SECONDS)"]
+EXPRESSIONS = ["SUM({c})", "COUNT(*)", "MAX({c})", "nofunc({c})", "{c} + ts", "SUM(v) / COUNT(*)", "{c}",
+               "CAST({c} AS INT)", "ROUND(price, 1, 2)", "SUM(COUNT(v))"]
+WHERES = ["", " WHERE {c} > 1", " WHERE {c} = ts", " WHERE k = 'a'"]
+GROUPS = [" GROUP BY window_start, window_end", " GROUP BY window_start, window_end, k",
+          " GROUP BY window_start, window_end, {c}", ""]
+HAVINGS = ["", " HAVING {c} > 1", " HAVING COUNT(*) > 0"]
+CLAUSES = ["", " EMIT FINAL", " ALLOWED LATENESS INTERVAL 5 SECONDS",
+           " EMIT WITH TRIGGER AFTER WATERMARK EARLY EVERY 2 ROWS",
+           " EMIT WITH TRIGGER REPEATEDLY AFTER COUNT 2 ALLOWED LATENESS INTERVAL 5 SECONDS LATE ROWS TO {s}_late",
+           " EVICT KEEP LAST 2 ROWS", " ORDER BY window_start"]
+WRAPS = ["replay", "create", "insert"]
+
+
+@st.composite
+def queries(draw: st.DrawFn) -> tuple[str, str]:
+    """(wrap, query with ``{s}``): a window query over a stream, often with a mistake in it."""
+    def column() -> str:
+        return draw(st.sampled_from(COLUMNS))
+
+    tvf = draw(st.sampled_from(TVFS)).format(s="{s}", c=column())
+    items = ", ".join(draw(st.sampled_from(EXPRESSIONS)).format(c=column()) + f" AS e{i}"
+                      for i in range(draw(st.integers(1, 2))))
+    where, group, having = (draw(st.sampled_from(part)).format(c=column()) for part in (WHERES, GROUPS, HAVINGS))
+    clause = draw(st.sampled_from(CLAUSES)).format(s="{s}")
+    query = f"SELECT window_start, window_end, {items}\nFROM {tvf}{where}{group}{having if group else ''}{clause}"
+    return draw(st.sampled_from(WRAPS)), query
+
+
+@st.composite
+def mutated_queries(draw: st.DrawFn) -> tuple[str, str]:
+    wrap, query = draw(queries())
+    words = re.findall(r"\{s\}\w*|\w+|'[^']*'|\S|\n", query)
+    for _ in range(draw(st.integers(1, 2))):
+        i = draw(st.integers(0, len(words) - 1))
+        op = draw(st.sampled_from(["rename", "rename", "rename", "drop", "dup", "swap", "insert"]))
+        if op == "rename" and re.fullmatch(r"[a-z_]\w*", words[i]):  # a name: another column, or none
+            words[i] = draw(st.sampled_from([*COLUMNS, "nofunc", "window_index", "pane_index", "ls_late"]))
+        elif op == "drop" and len(words) > 1:
+            del words[i]
+        elif op == "dup":
+            words.insert(i, words[i])
+        elif op == "swap":
+            j = draw(st.integers(0, len(words) - 1))
+            words[i], words[j] = words[j], words[i]
+        else:
+            words.insert(i, draw(st.sampled_from(["(", ")", ",", "TABLE", "EMIT", "GROUP BY", "EVICT", "'", "--",
+                                                  "WINDOW", "window_start", "k", "nope", "AS", "SUM(", "9" * 30])))
+    return wrap, " ".join(words).replace(" \n ", "\n")
+
+
+def _statement(wrap: str, query: str) -> str:
+    if wrap == "replay":
+        return query.replace("{s}", REPLAY)
+    body = query.replace("{s}", LIVE)
+    return f"CREATE STREAMING TABLE gen_out AS\n{body}" if wrap == "create" else f"INSERT INTO ins\n{body}"
+
+
+def _analyse(spark, text: str) -> None:
+    """Everything a streaming statement is checked for before it starts (statements.prepare), nothing run."""
+    from sqlwin.pipeline import compile_statement
+    from sqlwin.plan import statements as plans
+    from sqlwin.streaming.statements import prepare
+
+    compiled = compile_statement(text, "spark", catalog=spark, spark=spark)
+    if not compiled.sql and isinstance(compiled.plan, (plans.CreateStreamingTable, plans.WindowedQuery)):
+        prepare(spark, text, compiled.plan)
+
+
+def _check(streams, wrap: str, query: str, compare: bool) -> None:
+    text = _statement(wrap, query)
+    start = time.monotonic()
+    try:
+        _analyse(streams.spark, text)
+    except SqlwinError as err:
+        assert_user_terms(err, text)
+        if compare and getattr(err, "spark_condition", None) and "EVICT" not in query:
+            # Spark refused it: the batch query over a table of the same columns says exactly the same
+            batch = attempt(streams.spark, query.replace("{s}", BATCH))
+            assert batch is not None, text
+            shift = 0 if wrap == "replay" else 1
+            assert (batch.line + shift, batch.col) == (err.line, err.col), (str(batch), str(err))
+            assert batch.message == as_batch(err.message, REPLAY if wrap == "replay" else LIVE)
+    assert time.monotonic() - start < 30, text
+    nothing_started(streams, "gen_out")
+    assert not (streams.root / "gen_out").exists()
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(queries())
+def test_generated_streaming_statements_pass_or_fail_as_the_batch_query(streams, drawn) -> None:
+    _check(streams, *drawn, compare=True)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mutated_queries())
+def test_mutated_streaming_statements_pass_or_fail_in_user_terms(streams, drawn) -> None:
+    _check(streams, *drawn, compare=False)
