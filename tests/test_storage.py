@@ -143,9 +143,9 @@ def test_streaming_tables_on_a_hadoop_uri(spark, tmp_path, monkeypatch) -> None:
     custom_folder, native_folder = backing / "ck" / "custom", backing / "root" / "vfs_native"
     for part in ("checkpoint/commits", "sqlwin/state", "ticks", "data", "late_rows"):
         assert (custom_folder / part).is_dir(), part
-    # the sink compacted micro-batches 2 and 3 when it wrote 5: the compacted files and manifest on the mount too
-    assert (custom_folder / "data" / "_sqlwin_sink" / "manifest-0.json").is_file()
-    assert (custom_folder / "data" / "_sqlwin_sink" / "compacted" / "0-4").is_dir()
+    # the sink compacted its micro-batches as it went: the compacted files and manifests on the mount too
+    log = custom_folder / "data" / "_sqlwin_sink"
+    assert [p for p in log.iterdir() if p.name.startswith("manifest-")] and any((log / "compacted").iterdir())
     assert (native_folder / "checkpoint" / "commits").is_dir() and (native_folder / "data").is_dir()
     # the tick files of the no-data micro-batches are deleted once read (a long run keeps a handful)
     ticks = [p for p in (custom_folder / "ticks").iterdir() if p.name.startswith("tick-")]
