@@ -297,15 +297,24 @@ def in_user_terms(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def run_sql(spark: Any, sql: str, text: str, generated: str | None) -> Any:
+def run_sql(spark: Any, sql: str, text: str, generated: str | None, after: tuple[int, int] | None = None) -> Any:
     """``spark.sql(sql)`` whose analysis errors speak of ``text`` (``generated`` is None when Spark
-    runs the user's own text)."""
+    runs the user's own text; ``after``: where in ``text`` the query Spark analysed begins)."""
     try:
         return spark.sql(sql)
     except Exception as err:
         if not is_spark_error(err):
             raise
-        raise from_spark(err, text, generated) from None
+        raise from_spark(err, text, generated, after=after) from None
+
+
+def query_start(text: str) -> tuple[int, int] | None:
+    """Where the query of a statement begins: its first SELECT or WITH (the statement's own start for a
+    query; after ``CREATE STREAMING TABLE ... AS`` or ``INSERT INTO name`` otherwise), None if it has none."""
+    for token in _tokens(text):
+        if token.text.upper() in ("SELECT", "WITH"):
+            return offset_position(text, token.start)
+    return None
 
 
 def analyse(spark: Any, plan: Any, sql: str, text: str) -> None:

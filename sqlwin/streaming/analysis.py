@@ -39,7 +39,8 @@ def check_as_batch(spark: Any, text: str, query: WindowedQuery, streams: dict[st
             for name, schema in schemas.items()]
     compiled = compiler.compile(query_of(query.node).copy(), query.windows)
     sql = compiler.render(_with_ctes(compiled, ctes))
-    diagnostics.run_sql(spark, sql, text, sql)
+    # an error Spark gives no place for is at the query's start, as in the batch query (not at CREATE or INSERT)
+    diagnostics.run_sql(spark, sql, text, sql, after=diagnostics.query_start(text))
 
 
 def empty_relation(schema: Any) -> exp.Select:
