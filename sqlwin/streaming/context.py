@@ -1,14 +1,16 @@
 """What the micro-batch operator's collaborators see of it, and of the query it runs.
 
 The window assigners (``assigner``, ``timewindows``, ``sessions``, ``maxsessions``, ``countwindows``), the
-stored rows (``rowstore``), the evictor (``evictors``) and the fused scan (``fusedscan``) work on one
-operator's micro-batch: they read its views, state, pane driver and pane engine and hand rows back to it.
+stored rows (``rowstore``), the outputs (``outputs``: panes and late rows), the evictor (``evictors``) and the fused
+scan (``fusedscan``) work on one operator's micro-batch: they read its input, views, state, pane driver and
+pane engine and hand rows back to it.
 They are given the operator typed as ``OperatorContext``, never ``MicroBatchOperator`` itself: the operator
 imports them, so they do not import it (nor ``shape``, which imports the query checks of ``countwindows``
 and ``evictors``); this module is the leaf both sides import. ``MicroBatchOperator`` (and replay's operator,
 its subclass) is an ``OperatorContext``, ``StreamingShape`` a ``QueryShape``, the pane engines
-(``engines``) ``PaneEngine``s, ``rowstore.StoredRows`` a ``RowStore``: ``tests/test_layout.py`` checks that
-each defines every member, and that the collaborators use no other.
+(``engines``) ``PaneEngine``s, ``rowstore.StoredRows`` a ``RowStore``, ``batchinput.BatchInput`` a
+``BatchReader``: ``tests/test_layout.py`` checks that each defines every member, and that the collaborators
+use no other.
 """
 
 from __future__ import annotations
@@ -107,11 +109,22 @@ class PaneEngine(Protocol):
 
 
 class RowStore(Protocol):
-    """Where an assigner keeps the rows a micro-batch added to open windows (``rowstore.StoredRows``)."""
+    """The rows micro-batches added to open windows (``rowstore.StoredRows``): kept by the assigners, read
+    by the window function."""
 
     def write(self, rows: Any, batch: int, count: int) -> None: ...
 
     def write_arrow(self, table: Any, batch: int, count: int) -> None: ...
+
+    def read(self, spark: Any, batches: set[int] | None) -> Any: ...
+
+
+class BatchReader(Protocol):
+    """A micro-batch's rows under the views the queries read, and its statistics (``batchinput.BatchInput``)."""
+
+    def register(self, data: Any, processing_time: int) -> list: ...
+
+    def statistics(self, row: Any) -> tuple[int, list[int | None]]: ...
 
 
 class OperatorContext(Protocol):
@@ -122,6 +135,7 @@ class OperatorContext(Protocol):
     views: Views
     store: StateStore
     driver: PaneDriver
+    input: BatchReader
     panes: PaneEngine
     rows: RowStore
     streams: list  # the streams the query reads
@@ -129,15 +143,12 @@ class OperatorContext(Protocol):
     assigned_schema: Any  # Spark's schema of the assigned rows (``query.assign_sql``)
     rows_schema: Any  # Spark's schema of the stored rows
     relation_sql: str  # the pane relation over the stored rows
+    pane_sql: str  # the user's query over the pane relation
     arrow_rows: bool  # whether pyarrow writes the stored rows (else Spark does)
     current_processing_time: int
 
     @property
     def windows(self) -> dict[WindowKey, WindowState]: ...  # the open windows' pane state (per window)
-
-    def register_batch(self, data: Any, processing_time: int) -> list: ...
-
-    def batch_statistics(self, row: Any) -> tuple[int, list[int | None]]: ...
 
     def partials_of(self, spark: Any, rows: Any) -> Any: ...
 

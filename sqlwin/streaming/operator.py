@@ -31,42 +31,33 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sqlwin.core.panes import (
-    FIRED_COLUMNS,
-    MAX_TIME,
-    MIN_TIME,
-    FiredPaneList,
-    PaneDriver,
-    QueryWatermark,
-    WatermarkTracker,
-    WindowKey,
-    WindowState,
-)
-from sqlwin.plan.statements import CreateStream
+from sqlwin.core.panes import PaneDriver, QueryWatermark, WatermarkTracker, WindowKey, WindowState
 from sqlwin.plan.windows import WindowKind
-from sqlwin.streaming import storage, trace
+from sqlwin.streaming import trace
 from sqlwin.streaming.assigner import Scanner, WindowAssigner
+from sqlwin.streaming.batchinput import BatchInput
 from sqlwin.streaming.committer import Durable, StateCommitter
 from sqlwin.streaming.context import PaneEngine, Views
 from sqlwin.streaming.countwindows import CountWindowAssigner
 from sqlwin.streaming.engines import Fired
 from sqlwin.streaming.evictors import SparkEvictor
 from sqlwin.streaming.maxsessions import MaxDurationSessions
+from sqlwin.streaming.outputs import Outputs
 from sqlwin.streaming.panequery import PaneQuery, key_ddl
 from sqlwin.streaming.partials import Decomposition, decompose
 from sqlwin.streaming.rowstore import StoredRows
 from sqlwin.streaming.sessions import SessionAssigner
 from sqlwin.streaming.sinks import BatchSink
-from sqlwin.streaming.sources import SOURCE_COLUMN, TICK_COLUMN, TickFile
+from sqlwin.streaming.sources import TICK_COLUMN, TickFile
 from sqlwin.streaming.state import StateStore, now_micros
 from sqlwin.streaming.timewindows import TimeWindowAssigner
 
 
 class MicroBatchOperator:
-    """Wires the roles (Flink's ``WindowOperator``): a window assigner, chosen by the window's kind, which
-    assigns, classifies and stores a micro-batch's rows; the pane engine it chooses; the evictor; the stored
-    rows; and the committer of all their state. It keeps the watermark, the counters and the micro-batch
-    numbers, reads the input, computes the fired panes with Spark and asks for the micro-batches timers need."""
+    """Wires the roles (Flink's ``WindowOperator``), each chosen once: the window assigner (by the window's
+    kind), which assigns, classifies and stores a micro-batch's rows; the pane engine it chooses; the evictor;
+    the stored rows; the input and the outputs; and the committer of all their state. It keeps the watermark,
+    the counters and the micro-batch numbers, and asks for the micro-batches timers need."""
 
     def __init__(self, spark: Any, shape: Any, location: str, sink: BatchSink, late_sink: BatchSink | None,
                  tag: str, clock: Callable[[], int] = now_micros, ticks: TickFile | None = None):
@@ -91,6 +82,8 @@ class MicroBatchOperator:
         self.assigner = self._assigner()
         self.evictor = SparkEvictor.of(self)  # EVICT: rows evicted in Spark at each firing (evictors.py)
         self.rows = StoredRows(self, self.evictor)
+        self.input = BatchInput(shape, self.streams, self.views)
+        self.outputs = Outputs(self, self.evictor, sink, late_sink)  # the panes and LATE ROWS TO
         self._prepare_schemas()
         self.scan = self.assigner.scanner() if self.FUSED_SCAN else None  # one Spark job reads a data micro-batch
         self.committer = StateCommitter(self._roles)
@@ -148,13 +141,7 @@ class MicroBatchOperator:
             all(_parquet_safe(f.dataType) for f in stored.schema.fields)
         self.relation_sql = self.query.relation_sql(stored_columns, self.key_ddl)
         self.pane_sql = self.query.pane_sql()
-        spark = self.spark
-        self._register_pane_inputs(spark, FiredPaneList(), None)
-        self.sink.set_schema(spark.sql(self.pane_sql).schema)
-        self.sink.register(spark)
-        if self.late_sink is not None:
-            self.late_sink.set_schema(self._late_schema())
-            self.late_sink.register(spark)
+        self.outputs.prepare(self.spark)
 
     def _decomposition(self) -> Decomposition | None:
         """Partial aggregates where every aggregate splits; raw rows for EVICT (an evictor chooses among the
@@ -179,15 +166,6 @@ class MicroBatchOperator:
         assert self.query.decomposition is not None
         return self.query.decomposition.partial_sql(self.views.annotated, self.shape.source_alias,
                                                     len(self.shape.keys))
-
-    def _late_schema(self) -> Any:
-        from pyspark.sql.types import StringType, StructField, StructType, TimestampType
-
-        by_name = {f.name: f for f in self.assigned_schema.fields}
-        fields = [by_name[c] for c in self.relation_columns if c in by_name]
-        fields += [by_name.get(c, StructField(c, TimestampType())) for c in ("window_start", "window_end")]
-        fields += [StructField("watermark", TimestampType()), StructField("reason", StringType())]
-        return StructType(fields)
 
     def _restore(self) -> None:
         """Every role from the last commit (also where the operator is unpickled on a Spark Connect server, and
@@ -275,87 +253,15 @@ class MicroBatchOperator:
         return batch
 
     def _read(self, data: Any, processing_time: int) -> tuple[int, list[int | None]]:
-        """Register each stream's rows of the micro-batch; returns the row count and each stream's max time."""
-        if data is None:
-            return 0, [None] * len(self.streams)
-        return self.batch_statistics(data.agg(*self.register_batch(data, processing_time)).collect()[0])
-
-    def register_batch(self, data: Any, processing_time: int) -> list:
-        """Register each stream's rows of the micro-batch as its view; returns the aggregates of the
-        micro-batch's statistics (``n`` rows, ``m<i>`` the largest time of stream ``i``)."""
-        from pyspark.sql import functions as F
-
-        several = len(self.streams) > 1
-        stats = [F.count(F.lit(1)).alias("n")]
-        for i, stream in enumerate(self.streams):
-            part = data.where(F.col(SOURCE_COLUMN) == i).drop(SOURCE_COLUMN) if several else data
-            if isinstance(stream, CreateStream):
-                columns = {c.name for c in stream.columns}
-                part = part.select(*[c for c in part.columns if c in columns])
-                if stream.proctime_column:
-                    part = part.withColumn(stream.proctime_column, F.timestamp_micros(F.lit(processing_time)))
-            part.createOrReplaceTempView(self.views.batch_of(i))
-            time_column = stream.watermark.column if stream.watermark else self.shape.time_column
-            column = F.unix_micros(F.col(f"`{time_column}`")) if time_column in data.columns else F.lit(None)
-            mine = (F.col(SOURCE_COLUMN) == i) if several else F.lit(True)
-            stats.append(F.max(F.when(mine, column)).cast("bigint").alias(f"m{i}"))
-        return stats
-
-    def batch_statistics(self, row: Any) -> tuple[int, list[int | None]]:
-        if self.shape.processing_time:  # event times do not move a processing-time watermark
-            return int(row["n"]), [None] * len(self.streams)
-        return int(row["n"]), [row[f"m{i}"] for i in range(len(self.streams))]
+        return self.input.read(data, processing_time)
 
     def write_late(self, parts: list, batch: int, watermark: int, count: int) -> None:
         """LATE ROWS TO: every dropped (row, window) of the micro-batch, written once (its folder replaced)."""
-        from pyspark.sql import functions as F
-
         self.counters["late_rows_dropped"] += count
-        if self.late_sink is None:
-            return
-        if not parts:
-            self.late_sink.clear(batch)
-            return
-        union = parts[0]
-        for part in parts[1:]:
-            union = union.unionByName(part)
-        columns = [*self.relation_columns, "window_start", "window_end"]
-        # at the end of input the watermark is +infinity, which no TIMESTAMP holds: NULL
-        mark = F.timestamp_micros(F.lit(watermark)) if MIN_TIME < watermark < MAX_TIME else \
-            F.lit(None).cast("timestamp")  # no watermark yet, or the end of input: NULL
-        self.late_sink.write(union.select(*[F.col(f"`{c}`") for c in columns], mark.alias("watermark"), "reason"),
-                             batch)
-
-    # -- fired panes computed by Spark -----------------------------------------------------------
-    def _register_pane_inputs(self, spark: Any, fired: Fired, batches: set[int] | None, batch: int = 0) -> None:
-        self._fired_frame(spark, fired, batch).createOrReplaceTempView(self.views.fired)
-        self.rows.read(spark, batches).createOrReplaceTempView(self.views.rows)
-        spark.sql(self.relation_sql).createOrReplaceTempView(self.views.relation)
-
-    FIRED_SCHEMA = ("__key string, __ws bigint, __we bigint, pane_index int, pane_timing string, is_final boolean, "
-                    "tokens array<bigint>")
-
-    def _fired_frame(self, spark: Any, fired: Fired, batch: int) -> Any:
-        """The fired panes as Spark reads them, each with the micro-batches (``tokens``) whose rows it reads.
-        They go to Spark as a parquet file: as a local DataFrame, tens of thousands of panes cost seconds per
-        query (the optimizer evaluates expressions over a LocalRelation row by row on the driver, every time a
-        query over it is planned)."""
-        path = self.store.scratch_file("fired", batch)
-        storage.write_parquet(path, self._fired_table(fired, batch))
-        return spark.read.schema(self.FIRED_SCHEMA).parquet(path)
-
-    @staticmethod
-    def _fired_table(fired: Fired, batch: int) -> Any:
-        """``fired`` as Arrow, in ``FIRED_SCHEMA``'s names."""
-        return fired.to_arrow(batch).rename_columns(["__key", "__ws", "__we", *FIRED_COLUMNS[3:]])
+        self.outputs.late(parts, batch, watermark)
 
     def _emit(self, spark: Any, fired: Fired, batch: int) -> None:
-        if not fired:
-            self.sink.clear(batch)
-            return
-        self._register_pane_inputs(spark, fired, fired.batches(batch), batch)
-        self.evictor.at_firing(spark, fired, batch)
-        self.sink.write(spark.sql(self.pane_sql), batch)
+        self.outputs.panes(spark, fired, batch)
 
     # -- bookkeeping -----------------------------------------------------------------------------
     def _collect_garbage(self) -> None:
@@ -370,9 +276,7 @@ class MicroBatchOperator:
         self.committer.commit(self.store, batch, {"source_batch": self.last_source_batch,
                                                   "watermark": self.tracker.to_dict(), "counters": self.counters})
         self.next_batch = batch + 1
-        self.sink.register(self.spark)
-        if self.late_sink is not None:
-            self.late_sink.register(self.spark)
+        self.outputs.register(self.spark)
 
     def _ask_for_next_batch(self, batch: int | None) -> None:
         """A no-data micro-batch now if a window's timer is due at the new watermark (the batch Spark runs for

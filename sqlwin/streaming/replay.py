@@ -36,6 +36,7 @@ from sqlwin.plan.windows import Column
 from sqlwin.streaming import storage
 from sqlwin.streaming.assigner import WindowAssigner
 from sqlwin.streaming.operator import MicroBatchOperator
+from sqlwin.streaming.outputs import FIRED_SCHEMA, fired_table
 from sqlwin.streaming.panequery import PaneQuery
 from sqlwin.streaming.shape import StreamingShape
 from sqlwin.streaming.sinks import BatchSink
@@ -291,14 +292,14 @@ class PlannedReplay(MicroBatchOperator):
     def _panes(self) -> Any:
         """Every fired pane, by one job (or one per micro-batch where the query around the aggregation
         could mix the panes of different micro-batches: a LIMIT, an outer aggregation, a window function).
-        The fired panes reach Spark as parquet, as in a streaming table (``_fired_frame``): a file, or a file
+        The fired panes reach Spark as parquet, as in a streaming table (``outputs``): a file, or a file
         per micro-batch (a filter on one file would do, but Spark 4.3 then fails to union the parts: their
         checkpoints keep the filter's constraint on an attribute the union cannot map)."""
         import pyarrow as pa
 
         spark = self.spark
-        schema = self.FIRED_SCHEMA + ", micro_batch int"
-        table = self._fired_table(FiredPaneList([(w, p) for w, p, _ in self.fired]), 0)
+        schema = FIRED_SCHEMA + ", micro_batch int"
+        table = fired_table(FiredPaneList([(w, p) for w, p, _ in self.fired]), 0)
         batches = [mb for _, _, mb in self.fired]  # in firing order: a micro-batch's panes are contiguous
         table = table.append_column("micro_batch", pa.array(batches, pa.int32()))
         self.stored.drop("__n").createOrReplaceTempView(self.views.rows)

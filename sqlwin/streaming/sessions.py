@@ -91,7 +91,7 @@ class SessionAssigner(WindowAssigner):
         from pyspark.sql import functions as F
 
         op = self.op
-        stats = op.register_batch(data, processing_time)
+        stats = op.input.register(data, processing_time)
         late = self._late(spark, watermark)
         arrived = self._arrived(spark)
         if late is not None:
@@ -101,7 +101,7 @@ class SessionAssigner(WindowAssigner):
             self._partials_sql = op.query.session_partials_sql(op.query.decomposition)
         scan = FusedScan(op, spark.sql(self._partials_sql), arrived.agg(*stats))
         try:
-            count, max_ts = op.batch_statistics(scan.summary)
+            count, max_ts = op.input.statistics(scan.summary)
             if not count:
                 return 0, max_ts, {}
             groups = scan.groups

@@ -99,7 +99,7 @@ class TimeWindowAssigner(WindowAssigner):
         op = self.op
         decomposition = op.query.decomposition
         assert decomposition is not None
-        stats = op.register_batch(data, processing_time)
+        stats = op.input.register(data, processing_time)
         closed = op.panes.closed()
         annotated = self._annotate(spark, batch, watermark, closed)
         per_group = not closed  # no lookup of closed windows by __key
@@ -125,7 +125,7 @@ class TimeWindowAssigner(WindowAssigner):
         dropped = pc.sum(groups.filter(pc.invert(kept))["__n"]).as_py() or 0
         groups = groups.filter(kept)
         accepted = op.panes.accepted(groups["__key"], groups["__ws"], groups["__we"], groups["__n"])
-        count, max_ts = op.batch_statistics(scan.summary)
+        count, max_ts = op.input.statistics(scan.summary)
         if not count:
             return 0, max_ts, op.panes.accepted()
         if len(accepted):
