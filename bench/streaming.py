@@ -275,29 +275,44 @@ def state_rows(query: Any) -> int:
 
 
 # -- profile of the custom operator ---------------------------------------------------------------
-PHASES = ("_read", "_scan", "_assign", "store_rows", "write_late", "_drive", "_emit", "_collect_garbage",
-          "_commit", "step")
+# each phase of a micro-batch: the methods of the operator and of its roles that run it
+PHASES = {
+    "_read": [("operator", "MicroBatchOperator", "_read")],
+    "scan": [("timewindows", "TimeWindowAssigner", "scan"), ("sessions", "SessionAssigner", "scan")],
+    "assign": [("assigner", "WindowAssigner", "assign"), ("countwindows", "CountWindowAssigner", "assign")],
+    "store rows": [("rowstore", "StoredRows", "write"), ("rowstore", "StoredRows", "write_arrow")],
+    "write_late": [("operator", "MicroBatchOperator", "write_late")],
+    "drive": [("engines", "WindowStates", "drive"), ("engines", "ColumnarEngine", "drive"),
+              ("countwindows", "CountWindowPanes", "drive")],
+    "_emit": [("operator", "MicroBatchOperator", "_emit")],
+    "_collect_garbage": [("operator", "MicroBatchOperator", "_collect_garbage")],
+    "_commit": [("operator", "MicroBatchOperator", "_commit")],
+    "step": [("operator", "MicroBatchOperator", "step")],
+}
 
 
 def profile_operator() -> dict[str, list[float]]:
-    """Wrap the phases of ``MicroBatchOperator.step`` with timers; returns the seconds of every call per phase."""
-    from sqlwin.streaming.operator import MicroBatchOperator
+    """Wrap the phases of ``MicroBatchOperator.step`` (methods of the operator and its roles) with timers;
+    returns the seconds of every call per phase."""
+    import importlib
 
     spent: dict[str, list[float]] = collections.defaultdict(list)
-    for name in PHASES:
-        method = getattr(MicroBatchOperator, name, None)
-        if method is None:
-            continue
+    for phase, places in PHASES.items():
+        for module, cls_name, name in places:
+            cls = getattr(importlib.import_module(f"sqlwin.streaming.{module}"), cls_name)
+            method = cls.__dict__.get(name)
+            if method is None:
+                continue
 
-        @functools.wraps(method)
-        def timed(*args: Any, _m: Callable = method, _n: str = name, **kwargs: Any) -> Any:
-            start = time.perf_counter()
-            try:
-                return _m(*args, **kwargs)
-            finally:
-                spent[_n].append(time.perf_counter() - start)
+            @functools.wraps(method)
+            def timed(*args: Any, _m: Callable = method, _n: str = phase, **kwargs: Any) -> Any:
+                start = time.perf_counter()
+                try:
+                    return _m(*args, **kwargs)
+                finally:
+                    spent[_n].append(time.perf_counter() - start)
 
-        setattr(MicroBatchOperator, name, timed)
+            setattr(cls, name, timed)
     return spent
 
 

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from sqlwin.core.columnar import ColumnarPanes, ComparisonTrigger
 from sqlwin.core.panes import MAX_TIME, MIN_TIME, PaneDriver
 from sqlwin.plan import triggers as plan
+from sqlwin.streaming.engines import WindowStates
 
 TRIGGERS = {
     "default": plan.EmitSpec(),
@@ -32,32 +33,23 @@ WINDOWS = [(k, s, s + 10) for k in ("a", "b") for s in (0, 5, 10, 20)]  # overla
 
 
 class Scalar:
-    """``MicroBatchOperator._drive`` over ``PaneDriver``, one token per micro-batch."""
+    """The operator's per-window pane engine (``sqlwin.streaming.engines.WindowStates``: ``PaneDriver`` per
+    window), one token per micro-batch."""
 
     def __init__(self, emit: plan.EmitSpec, lateness: int):
-        self.driver = PaneDriver(emit, lateness)
-        self.windows: dict = {}
+        self.engine = WindowStates(PaneDriver(emit, lateness))
+        self.driver = self.engine.driver
+
+    @property
+    def windows(self) -> dict:
+        return self.engine.windows
 
     def due(self, state, watermark: int) -> bool:
-        timers = self.driver.timers(state)
-        return timers.event_time is not None and watermark >= timers.event_time
+        return self.engine.is_due(state, watermark, 0)
 
     def step(self, new: dict, batch: int, watermark: int) -> tuple[set, int]:
-        fired, expired = set(), 0
-        due = [w for w, s in self.windows.items() if w not in new and self.due(s, watermark)]
-        for window in [*new, *due]:
-            state = self.windows.get(window) or self.driver.new_window(window[1], window[2])
-            count = new.get(window, 0)
-            out = self.driver.process(state, [batch] if count else [], watermark, 0, count=count)
-            if out.pane is not None:
-                p = out.pane
-                fired.add((*window, p.index, p.timing.value, p.is_final, frozenset(p.rows)))
-            if out.expired:
-                expired += 1
-                self.windows.pop(window, None)
-            else:
-                self.windows[window] = state
-        return fired, expired
+        fired, expired = self.engine.drive(new, batch, watermark, 0, batch)
+        return {(*w, p.index, p.timing.value, p.is_final, frozenset(p.rows)) for w, p in fired}, expired
 
 
 def columnar_step(panes: ColumnarPanes, new: dict, batch: int, watermark: int, stored: dict) -> tuple[set, int]:

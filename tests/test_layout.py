@@ -103,14 +103,20 @@ def test_imports_have_no_cycle_even_in_functions_or_for_type_checkers() -> None:
 
 # -- the streaming operator and its collaborators ---------------------------------------------------------
 CONTEXT = "sqlwin.streaming.context"
-COLLABORATORS = ("sessions", "maxsessions", "countwindows", "countsql", "evictors", "fusedscan")
-# a protocol (module, class) -> the class (module, class) that must define every member the protocol declares
+# the operator's roles and their helpers (the operator wires them: they never import it)
+COLLABORATORS = ("assigner", "timewindows", "sessions", "maxsessions", "countwindows", "countsql", "engines",
+                 "rowstore", "outputs", "batchinput", "evictors", "fusedscan", "committer")
+# a protocol (module, class) -> the classes (module, class) that must define every member the protocol declares
 PROTOCOLS = {
-    (CONTEXT, "OperatorContext"): ("sqlwin.streaming.operator", "MicroBatchOperator"),
-    (CONTEXT, "QueryShape"): ("sqlwin.streaming.shape", "StreamingShape"),
-    (CONTEXT, "PaneQueries"): ("sqlwin.streaming.panequery", "PaneQuery"),
-    ("sqlwin.streaming.catalog", "RegisteredTable"): ("sqlwin.streaming.tables", "StreamingTable"),
-    ("sqlwin.dialect.clauses", "_Base"): ("sqlwin.dialect.parser", "SqlwinParser"),
+    (CONTEXT, "OperatorContext"): [("sqlwin.streaming.operator", "MicroBatchOperator")],
+    (CONTEXT, "QueryShape"): [("sqlwin.streaming.shape", "StreamingShape")],
+    (CONTEXT, "PaneQueries"): [("sqlwin.streaming.panequery", "PaneQuery")],
+    (CONTEXT, "PaneEngine"): [("sqlwin.streaming.engines", "WindowStates"),
+                              ("sqlwin.streaming.engines", "ColumnarEngine")],
+    (CONTEXT, "RowStore"): [("sqlwin.streaming.rowstore", "StoredRows")],
+    (CONTEXT, "BatchReader"): [("sqlwin.streaming.batchinput", "BatchInput")],
+    ("sqlwin.streaming.catalog", "RegisteredTable"): [("sqlwin.streaming.tables", "StreamingTable")],
+    ("sqlwin.dialect.clauses", "_Base"): [("sqlwin.dialect.parser", "SqlwinParser")],
 }
 
 
@@ -145,7 +151,10 @@ def test_the_operator_collaborators_see_it_through_its_context() -> None:
     operator = {"self.op", "op", "operator"}
     shape = {f"{o}.shape" for o in operator} | {"self.shape", "shape"}
     query = {f"{o}.query" for o in operator}
-    wanted = {"OperatorContext": operator, "QueryShape": shape, "PaneQueries": query}
+    rows = {f"{o}.rows" for o in operator}
+    batch = {f"{o}.input" for o in operator}
+    wanted = {"OperatorContext": operator, "QueryShape": shape, "PaneQueries": query, "RowStore": rows,
+              "BatchReader": batch}
     for protocol, receivers in wanted.items():  # each protocol declares what they use, and nothing more
         undeclared = {m: sorted(used(m, receivers) - members(CONTEXT, protocol)) for m in names}
         assert {m: found for m, found in undeclared.items() if found} == {}, protocol
@@ -154,9 +163,9 @@ def test_the_operator_collaborators_see_it_through_its_context() -> None:
 
 def test_protocols_are_what_their_classes_define() -> None:
     missing = {f"{impl[1]} as {protocol[1]}": sorted(members(*protocol) - members(*impl))
-               for protocol, impl in PROTOCOLS.items()}
+               for protocol, impls in PROTOCOLS.items() for impl in impls}
     assert {k: found for k, found in missing.items() if found} == {}
-    assert members(CONTEXT, "OperatorContext") >= {"register_batch", "write_late", "windows"}  # the reader works
+    assert members(CONTEXT, "OperatorContext") >= {"input", "write_late", "windows"}  # the reader works
 
 
 def test_drop_reasons_are_defined_once() -> None:

@@ -17,6 +17,7 @@ from sqlglot import exp
 import sqlwin
 from sqlwin.streaming import catalog
 from sqlwin.streaming.partials import aggregate_units
+from sqlwin.streaming.sessions import SessionAssigner
 from tests.streamtools import Feeder, rows_of, ts
 
 
@@ -173,7 +174,8 @@ def test_session_partials_equal_session_rows(spark, tmp_path, monkeypatch):
         sqlwin.sql(spark, "CREATE STREAMING TABLE s_rows AS "
                    + _session_query("s_src", trigger, ", COUNT(DISTINCT v) AS dv").format(late="s_late_rows"))
         partial, raw = catalog.find_table("s_partial"), catalog.find_table("s_rows")
-        assert partial.operator.query.decomposition is not None and partial.operator.sessions is not None
+        assert partial.operator.query.decomposition is not None
+        assert isinstance(partial.operator.assigner, SessionAssigner)
         assert raw.operator.query.decomposition is None
         Feeder(folder).feed(BATCHES, partial, raw)
         got, want = spark.table("s_partial"), spark.table("s_rows")

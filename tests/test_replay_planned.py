@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 import sqlwin
 from sqlwin.streaming import replay as replay_module
+from sqlwin.streaming.engines import ColumnarEngine
 from sqlwin.streaming.operator import MicroBatchOperator
 
 pytestmark = pytest.mark.slow
@@ -79,14 +80,14 @@ def _both(spark, monkeypatch, table: str, query: str, delay: int = 2, columnar: 
     ``columnar``: whether the stepped replay runs the columnar pane driver (checked)."""
     results = []
     drivers: list[bool] = []
-    original = MicroBatchOperator._columnar
+    original = MicroBatchOperator._pane_engine
 
-    def recorded(self):
-        made = original(self)
-        drivers.append(made is not None)
+    def recorded(self, committed):
+        made = original(self, committed)
+        drivers.append(isinstance(made, ColumnarEngine))
         return made
 
-    monkeypatch.setattr(MicroBatchOperator, "_columnar", recorded)
+    monkeypatch.setattr(MicroBatchOperator, "_pane_engine", recorded)
     for planned in (True, False):
         stream = f"{table}_{'p' if planned else 's'}"
         sqlwin.sql(spark, f"CREATE STREAM {stream} FROM TABLE {table} ARRIVAL ORDER BY seq MICRO BATCH BY mb "

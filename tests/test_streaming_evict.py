@@ -156,11 +156,11 @@ def test_streaming_equals_replay_with_a_crash_inside_the_commit(spark, root, mon
     last_two = {k: [i for i, rows in enumerate(FILES) for r in rows if r["k"] == k][-2:] for k in ("a", "b")}
     live = {i for batches in last_two.values() for i in batches}
     operator = glob.operator
-    assert len(operator.rows_by_batch) == len(live)
+    assert len(operator.rows.by_batch) == len(live)
     assert glob.status().state_rows == sum(len(FILES[i]) for i in live) < sum(len(rows) for rows in FILES)
     evicted = sorted(int(n) for n in os.listdir(os.path.join(operator.store.root, "evicted")))
     assert evicted == sorted(operator.evictor.live) and len(evicted) < len(FILES)
-    assert all(set(named) & set(operator.rows_by_batch) for named in operator.evictor.live.values())
+    assert all(set(named) & set(operator.rows.by_batch) for named in operator.evictor.live.values())
 
 
 # One pane per window (the default trigger, lateness 0): the evictor runs once, over every row of the window

@@ -100,7 +100,7 @@ class CommittedState:
                 return batch, data
         return -1, {}
 
-    # -- the part of StateStore that ``MicroBatchOperator._restore`` reads ----------------------
+    # -- the part of StateStore a restore reads (``committer.StateCommitter``: it deletes nothing here) ------
     def last_committed(self) -> int:
         return self._latest[0]
 
@@ -110,12 +110,6 @@ class CommittedState:
     def load_table(self, batch: int, name: str) -> Any:
         """A table saved with the commit (``StateStore.save_table``), read on the server by Spark."""
         return self.spark.read.parquet(storage.join(self.root, "state", f"{batch}.{name}.parquet")).toArrow()
-
-    def row_batches_on_disk(self) -> list[int]:
-        return []  # the server's worker cleans its own disk
-
-    def drop_rows(self, batch: int) -> None:
-        return None
 
 
 # Spark gives a new foreachBatch worker a fixed 10 s (not configurable) to start and connect back, and it

@@ -32,25 +32,28 @@ from typing import Any
 
 from sqlglot import exp
 
-from sqlwin.core.panes import DROP_CLOSED, DROP_LATE, MAX_TIME, MIN_TIME, FiredPaneList
+from sqlwin.core.panes import DROP_CLOSED, DROP_LATE, MAX_TIME, MIN_TIME, FiredPaneList, PaneDriver
 from sqlwin.dialect import nodes as n
 from sqlwin.errors import SqlwinError
 from sqlwin.plan.windows import COUNT_WINDOW_COLUMNS, CountForm
 from sqlwin.streaming import storage
-from sqlwin.streaming.context import OperatorContext, QueryShape
+from sqlwin.streaming.assigner import WindowAssigner
+from sqlwin.streaming.committer import Commit
+from sqlwin.streaming.context import OperatorContext, PaneEngine, QueryShape
 from sqlwin.streaming.countsql import MS, CountWindowSql
+from sqlwin.streaming.engines import WindowStates
 
 GROWING = (CountForm.TUMBLE_ROWS, CountForm.HOP_ROWS_ROWS)
 KNOWN_WHEN_COMPLETE = {CountForm.HOP_ROWS_TIME: "HOP(..., ROWS m, d)", CountForm.HOP_TIME_ROWS: "HOP(..., d, ROWS n)"}
 
 
-class CountWindowAssigner:
+class CountWindowAssigner(WindowAssigner):
     """Numbers rows as the watermark passes them and hands the pane driver one unit per count window."""
 
     STATE_KEY = "count_windows"  # its part of the operator's committed state (``state/<n>.json``)
 
     def __init__(self, operator: OperatorContext):
-        self.op = operator
+        super().__init__(operator)
         self.sql = CountWindowSql(operator.shape, operator.query.compiler, operator.views)
         self.form = self.sql.form
         self.arrivals_sql = self.sql.arrivals()
@@ -66,22 +69,25 @@ class CountWindowAssigner:
         self.ordinals: dict[str, int] = {}  # HOP d, ROWS n: window_index of the next boundary, per partition
         self.completing: dict[tuple, int] = {}  # this micro-batch: window -> its end
         self.changed = False
-        self._restore()
 
     # -- state --------------------------------------------------------------------------------
-    def to_dict(self) -> dict:
-        return {"numbered_to": self.numbered_to, "next_ts": self.next_ts, "bases": self.bases,
-                "waiting": self.waiting, "units": self.units, "history": self.history,
-                "boundaries": self.boundaries, "ordinals": self.ordinals}
+    def snapshot(self, commit: Commit) -> dict:
+        return {self.STATE_KEY: {"numbered_to": self.numbered_to, "next_ts": self.next_ts, "bases": self.bases,
+                                 "waiting": self.waiting, "units": self.units, "history": self.history,
+                                 "boundaries": self.boundaries, "ordinals": self.ordinals}}
 
-    def _restore(self) -> None:
-        last = self.op.store.last_committed()
-        data = self.op.store.load(last).get(self.STATE_KEY) if last >= 0 else None
+    def restore(self, commit: Commit) -> None:
+        data = commit.data.get(self.STATE_KEY)
         if data:
             self.numbered_to, self.next_ts = data["numbered_to"], data["next_ts"]
             self.bases, self.waiting, self.units = data["bases"], data["waiting"], data["units"]
             self.history, self.boundaries, self.ordinals = data["history"], data["boundaries"], data["ordinals"]
+
+    def delete_uncommitted(self) -> None:
         self._delete_unreferenced()
+
+    def pane_engine(self, driver: PaneDriver, columnar: bool, committed: dict | None) -> PaneEngine:
+        return CountWindowPanes(driver, self)
 
     def _path(self, kind: str, batch: int | str) -> str:
         return storage.join(self.root, kind, str(batch))
@@ -110,7 +116,7 @@ class CountWindowAssigner:
     # -- 1. rows ------------------------------------------------------------------------------
     def assign(self, spark: Any, batch: int, watermark: int, with_rows: bool) -> dict:
         """The micro-batch's rows wait or are dropped late; waiting rows the watermark passed are numbered
-        and assigned. Returns the new-row counts per window (pane unit) for ``drive``."""
+        and assigned. Returns the new-row counts per window (pane unit) for ``CountWindowPanes.drive``."""
         self.changed = False
         self.completing = {}
         self._delete_unreferenced()  # what the last commit let go
@@ -372,44 +378,53 @@ class CountWindowAssigner:
             rows.withColumn("__status", F.lit(None).cast("string")).createOrReplaceTempView(op.views.annotated)
             sql = decomposition.partial_sql(op.views.annotated, op.shape.source_alias, len(op.shape.keys))
             rows = rows.sparkSession.sql(sql).drop("__status", "__n")  # the micro-batch's session
-        op.store_rows(rows, batch, count)
+        op.rows.write(rows, batch, count)
 
-    # -- 4. panes -----------------------------------------------------------------------------
-    def drive(self, accepted: dict, batch: int, watermark: int, processing_time: int) -> tuple[FiredPaneList, int]:
+
+class CountWindowPanes(WindowStates):
+    """The pane engine of count windows: ``WindowStates``, where a window completes when the assigner numbers
+    its last row (so its end is known only then), not when the watermark passes an end known before."""
+
+    def __init__(self, driver: PaneDriver, assigner: CountWindowAssigner):
+        super().__init__(driver)
+        self.assigner = assigner
+
+    def drive(self, accepted: dict, batch: int, watermark: int, processing_time: int,
+              token: int) -> tuple[FiredPaneList, int]:
         """The pane driver over the count windows: those that got rows and those whose timers are due (with
         the watermark short of their end: they are still filling), then, for each window complete now, one
         more call with the watermark at its end: its ON_TIME (and final) pane, and it expires."""
-        op = self.op
+        completing = self.assigner.completing
         fired = FiredPaneList()
         expired = 0
         if watermark >= MAX_TIME:  # the input ended: windows still filling never complete (the batch rule)
-            for window in [w for w in op.windows if w not in self.completing]:
-                del op.windows[window]
+            for window in [w for w in self.windows if w not in completing]:
+                del self.windows[window]
                 expired += 1
-            accepted = {w: c for w, c in accepted.items() if w in self.completing}
-        due = [w for w, s in op.windows.items() if w not in accepted and op.is_due(s, watermark, processing_time)]
+            accepted = {w: c for w, c in accepted.items() if w in completing}
+        due = [w for w, s in self.windows.items() if w not in accepted and self.is_due(s, watermark, processing_time)]
         filling = min(watermark, MAX_TIME - 1)
         for window in [*accepted, *due]:
-            state = op.windows[window]
+            state = self.windows[window]
             count = accepted.get(window, 0)
-            outcome = op.driver.process(state, [batch] if count else [], filling, processing_time, count=count)
+            outcome = self.driver.process(state, [token] if count else [], filling, processing_time, count=count)
             if outcome.pane is not None:
                 fired.append((window[0], window[1], self._end_so_far(window)), outcome.pane)
-        for window, end in self.completing.items():
-            state = op.windows.pop(window)
+        for window, end in completing.items():
+            state = self.windows.pop(window)
             expired += 1
             if state.closed:
                 continue
             state.end = end  # the watermark of its rows passes its end now
-            outcome = op.driver.process(state, [], MAX_TIME, processing_time)
+            outcome = self.driver.process(state, [], MAX_TIME, processing_time)
             if outcome.pane is not None:
                 fired.append((window[0], window[1], end), outcome.pane)
         return fired, expired
 
     def _end_so_far(self, window: tuple) -> int:
-        if window in self.completing:
-            return self.completing[window]
-        return self.units[window[0]][1]
+        if window in self.assigner.completing:
+            return self.assigner.completing[window]
+        return self.assigner.units[window[0]][1]
 
 
 def check_count_query(shape: QueryShape) -> None:

@@ -34,8 +34,8 @@ from sqlwin.plan import triggers as tp
 from sqlwin.plan.statements import CreateReplayStream
 from sqlwin.plan.windows import NESTED_TYPE_PREFIXES, TimeType, WindowKind
 from sqlwin.streaming import storage
+from sqlwin.streaming.committer import Commit, Durable
 from sqlwin.streaming.context import OperatorContext, QueryShape
-from sqlwin.streaming.state import StateStore
 
 if TYPE_CHECKING:
     from sqlwin.core.panes import FiredPaneList
@@ -77,7 +77,30 @@ def delta_threshold(node: exp.Expr) -> float:
     raise SqlwinError.at(node, "DELTA(expr) < threshold: the threshold must be a number, e.g. DELTA(price) < 10")
 
 
-class SparkEvictor:
+class NoEvictor(Durable):
+    """A query without EVICT: stored rows need no arrival order, panes read every stored row, nothing is
+    evicted (Flink's window operator without an evictor)."""
+
+    @staticmethod
+    def prepare(rows: Any) -> Any:
+        return rows
+
+    @staticmethod
+    def annotate(rows: Any) -> Any:
+        return rows
+
+    @staticmethod
+    def surviving(spark: Any, rows: Any, tokens: set[int] | None) -> Any:
+        return rows
+
+    def at_firing(self, spark: Any, fired: Any, batch: int) -> None:
+        return None
+
+    def collect_garbage(self, stored: set[int]) -> None:
+        return None
+
+
+class SparkEvictor(Durable):
     """The evictor of one streaming table or replay, on the operator's stored rows (see the module doc)."""
 
     def __init__(self, operator: OperatorContext):
@@ -91,8 +114,8 @@ class SparkEvictor:
         self._rows: Any = None  # the stored rows the current micro-batch's panes read, minus evicted ones
 
     @classmethod
-    def of(cls, operator: OperatorContext) -> SparkEvictor | None:
-        return cls(operator) if operator.shape.query.evict is not None else None
+    def of(cls, operator: OperatorContext) -> SparkEvictor | NoEvictor:
+        return cls(operator) if operator.shape.query.evict is not None else NoEvictor()
 
     def __getstate__(self) -> dict:
         """Pickled with its operator to a Spark Connect server (``sqlwin.streaming.connect``): no DataFrame."""
@@ -233,21 +256,19 @@ class SparkEvictor:
                 del self.live[batch]
                 self.dead.append(batch)
 
-    def to_dict(self) -> dict:
-        return {str(b): named for b, named in self.live.items()}
+    def snapshot(self, commit: Commit) -> dict:
+        return {"evicted": {str(b): named for b, named in self.live.items()}}
 
     def committed(self) -> None:
         for batch in self.dead:
             self._drop(batch)
         self.dead = []
 
-    def restore(self, data: dict) -> None:
-        """The committed evicted sets; the others are an uncommitted attempt's, deleted, by the process that
-        runs the micro-batches only (over Spark Connect the client restores a read-only copy to report status,
-        ``connect.CommittedState``, while the server may be writing the next set)."""
-        self.live = {int(b): list(named) for b, named in data.items()}
-        if not isinstance(self.op.store, StateStore):
-            return
+    def restore(self, commit: Commit) -> None:
+        self.live = {int(b): list(named) for b, named in commit.data.get("evicted", {}).items()}
+
+    def delete_uncommitted(self) -> None:
+        """The evicted sets of an attempt that did not commit."""
         for name in storage.listdir(self.folder):
             if name.isdigit() and int(name) not in self.live:
                 self._drop(int(name))

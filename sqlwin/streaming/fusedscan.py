@@ -1,7 +1,7 @@
 """The fused scan: one Spark job reads a data micro-batch whose state is partial aggregates.
 
-Used by the operator's own ``_scan`` (partial aggregates per window) and by the session assigner's ``scan``
-(per micro-batch session); both hand it the operator as an ``OperatorContext``.
+Used by the time-window assigner's ``scan`` (partial aggregates per window) and by the session assigner's
+``scan`` (per micro-batch session); both hand it the operator as an ``OperatorContext``.
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ class FusedScan:
         from pyspark.sql import functions as F
 
         if self.op.arrow_rows:
-            self.op.store_partials(groups, batch, count)
+            self.op.rows.write_arrow(groups, batch, count)
         else:
-            self.op.store_rows(self.frame.where(F.col("__summary").isNull() & kept), batch, count)
+            self.op.rows.write(self.frame.where(F.col("__summary").isNull() & kept), batch, count)
 
     def release(self) -> None:
         if not self.op.arrow_rows:

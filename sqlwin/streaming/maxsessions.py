@@ -26,6 +26,7 @@ from typing import Any
 
 from sqlwin.core.panes import DROP_CLOSED, DROP_LATE, MIN_TIME
 from sqlwin.streaming import storage
+from sqlwin.streaming.committer import Commit
 from sqlwin.streaming.context import OperatorContext
 from sqlwin.streaming.sessions import SessionAssigner, _clusters
 
@@ -42,14 +43,17 @@ class MaxDurationSessions(SessionAssigner):
         self.view = f"{operator.views.batch}_maxs"
         self.clusters: dict[str, list[list]] = {}  # key -> [[start, reach, [batches of its kept rows]], ...]
         self.kept: dict[str, int] = {}  # batch -> rows kept in max_sessions/rows/<batch>
-        last = operator.store.last_committed()
-        data = operator.store.load(last).get("max_sessions") if last >= 0 else None
+
+    def snapshot(self, commit: Commit) -> dict:
+        return {self.STATE_KEY: {"clusters": self.clusters, "kept": self.kept}}
+
+    def restore(self, commit: Commit) -> None:
+        data = commit.data.get(self.STATE_KEY)
         if data:
             self.clusters, self.kept = data["clusters"], data["kept"]
-        self._delete_unreferenced()
 
-    def to_dict(self) -> dict:
-        return {"clusters": self.clusters, "kept": self.kept}
+    def delete_uncommitted(self) -> None:
+        self._delete_unreferenced()
 
     @property
     def state_rows(self) -> int:
@@ -64,7 +68,7 @@ class MaxDurationSessions(SessionAssigner):
                 storage.delete(self._path(name))
 
     # -- a micro-batch ------------------------------------------------------------------------
-    def assign(self, spark: Any, batch: int, watermark: int) -> dict:
+    def assign_rows(self, spark: Any, batch: int, watermark: int) -> dict:
         from pyspark.sql import functions as F
 
         op = self.op
@@ -229,7 +233,7 @@ class MaxDurationSessions(SessionAssigner):
             closed_count += earlier.count()
             late_parts.append(earlier)
         if sum(accepted.values()):
-            op.store_rows(stored, batch, sum(accepted.values()))
+            op.rows.write(stored, batch, sum(accepted.values()))
         return {w: n for w, n in accepted.items() if n or w in op.windows}, closed_count
 
 

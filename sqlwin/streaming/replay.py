@@ -34,10 +34,13 @@ from sqlglot import exp
 from sqlwin.core.panes import DROP_CLOSED, DROP_LATE, MAX_TIME, MIN_TIME, FiredPaneList, Pane, WindowKey
 from sqlwin.plan.windows import Column
 from sqlwin.streaming import storage
+from sqlwin.streaming.assigner import WindowAssigner
 from sqlwin.streaming.operator import MicroBatchOperator
+from sqlwin.streaming.outputs import FIRED_SCHEMA, fired_table
 from sqlwin.streaming.panequery import PaneQuery
 from sqlwin.streaming.shape import StreamingShape
 from sqlwin.streaming.sinks import BatchSink
+from sqlwin.streaming.timewindows import TimeWindowAssigner
 
 SECOND = 1_000_000
 BATCH = "__sqlwin_replay_batch"
@@ -191,13 +194,14 @@ class PlannedReplay(MicroBatchOperator):
 
     ``step`` is the operator's own; only where it touches Spark differs: a micro-batch's row count and
     times come from a per-batch summary, its (key, window) groups from the one assignment (classified late
-    or ``window closed`` here, by the same rule), and fired panes and dropped groups are collected, to be
-    computed by one Spark job at the end. A pane's tokens are table micro-batch numbers (``BATCH``)."""
+    or ``window closed`` here by ``PlannedAssigner``, by the same rule), and fired panes and dropped groups
+    are collected, to be computed by one Spark job at the end. A pane's tokens are table micro-batch numbers
+    (``BATCH``)."""
 
-    FUSED_SCAN = False  # no micro-batch is read here: ``_read`` and ``_assign`` look the summary up
+    FUSED_SCAN = False  # no micro-batch is read here: ``_read`` and ``PlannedAssigner`` look the summary up
 
     def plannable(self, cut: Cut) -> bool:
-        if self.sessions is not None or self.counts is not None or self.shape.query.evict is not None:
+        if not isinstance(self.assigner, TimeWindowAssigner) or self.shape.query.evict is not None:
             return False  # windows that move, or whose rows wait for the watermark to be numbered
         self.cut = cut
         cut.rows.drop(CLOCK).createOrReplaceTempView(self.views.batch_of(0))
@@ -230,6 +234,7 @@ class PlannedReplay(MicroBatchOperator):
                                                                         int(r["n"])))
         self.fired: list[tuple[WindowKey, Pane, int]] = []
         self.drops: list[tuple[str, int, int, int, int, str, int]] = []
+        self.assigner = PlannedAssigner(self)
         _drive(self, spark, plan, has_clock, lambda entry: entry[BATCH])
         return self._panes(), self._late_rows()
 
@@ -274,27 +279,11 @@ class PlannedReplay(MicroBatchOperator):
     def _token(self, batch: int) -> int:
         return self.source_batch
 
-    def _assign(self, spark: Any, batch: int, watermark: int) -> dict[WindowKey, int]:
-        threshold = watermark - self.shape.lateness
-        accepted: dict[WindowKey, int] = {}
-        for window, n in self.groups.get(self.source_batch, []):
-            state = self.windows.get(window)
-            if threshold >= MIN_TIME and window[2] <= threshold:
-                reason = DROP_LATE
-            elif state is not None and state.closed and not state.expired:
-                reason = DROP_CLOSED
-            else:
-                accepted[window] = n
-                continue
-            self.drops.append((*window, self.source_batch, watermark, reason, batch))
-            self.counters["late_rows_dropped"] += n
-        return accepted
-
     def _emit(self, spark: Any, fired: FiredPaneList, batch: int) -> None:
         self.fired.extend((window, pane, batch) for window, pane in fired)
 
-    def _collect_garbage(self) -> list[int]:
-        return []
+    def _collect_garbage(self) -> None:
+        return None
 
     def _commit(self, batch: int, source_batch: int | None) -> None:
         self.next_batch = batch + 1
@@ -306,14 +295,14 @@ class PlannedReplay(MicroBatchOperator):
     def _panes(self) -> Any:
         """Every fired pane, by one job (or one per micro-batch where the query around the aggregation
         could mix the panes of different micro-batches: a LIMIT, an outer aggregation, a window function).
-        The fired panes reach Spark as parquet, as in a streaming table (``_fired_frame``): a file, or a file
+        The fired panes reach Spark as parquet, as in a streaming table (``outputs``): a file, or a file
         per micro-batch (a filter on one file would do, but Spark 4.3 then fails to union the parts: their
         checkpoints keep the filter's constraint on an attribute the union cannot map)."""
         import pyarrow as pa
 
         spark = self.spark
-        schema = self.FIRED_SCHEMA + ", micro_batch int"
-        table = self._fired_table(FiredPaneList([(w, p) for w, p, _ in self.fired]), 0)
+        schema = FIRED_SCHEMA + ", micro_batch int"
+        table = fired_table(FiredPaneList([(w, p) for w, p, _ in self.fired]), 0)
         batches = [mb for _, _, mb in self.fired]  # in firing order: a micro-batch's panes are contiguous
         table = table.append_column("micro_batch", pa.array(batches, pa.int32()))
         self.stored.drop("__n").createOrReplaceTempView(self.views.rows)
@@ -368,6 +357,32 @@ class PlannedReplay(MicroBatchOperator):
                            F.when((F.col("__wm") > MIN_TIME) & (F.col("__wm") < MAX_TIME), F.timestamp_micros("__wm"))
                            .alias("watermark"), "reason", "micro_batch")
         return late.select(*[F.col(f"`{f.name}`").cast(f.dataType) for f in self.late_sink.schema.fields])
+
+
+class PlannedAssigner(WindowAssigner):
+    """A planned micro-batch's (key, window) groups, looked up in the one assignment and classified late or
+    ``window closed`` by the rule of ``TimeWindowAssigner``; the dropped groups are kept for LATE ROWS TO."""
+
+    def __init__(self, replay: PlannedReplay):
+        super().__init__(replay)
+        self.replay = replay
+
+    def assign_rows(self, spark: Any, batch: int, watermark: int) -> dict[WindowKey, int]:
+        replay = self.replay
+        threshold = watermark - replay.shape.lateness
+        accepted: dict[WindowKey, int] = {}
+        for window, n in replay.groups.get(replay.source_batch, []):
+            state = replay.windows.get(window)
+            if threshold >= MIN_TIME and window[2] <= threshold:
+                reason = DROP_LATE
+            elif state is not None and state.closed and not state.expired:
+                reason = DROP_CLOSED
+            else:
+                accepted[window] = n
+                continue
+            replay.drops.append((*window, replay.source_batch, watermark, reason, batch))
+            replay.counters["late_rows_dropped"] += n
+        return accepted
 
 
 def _mixes_panes(shape: StreamingShape) -> bool:

@@ -30,13 +30,14 @@ from sqlglot import exp
 
 from sqlwin.core.panes import DROP_CLOSED, DROP_LATE, MIN_TIME
 from sqlwin.plan import triggers as plan
+from sqlwin.streaming.assigner import Scanner, WindowAssigner
 from sqlwin.streaming.context import OperatorContext
 from sqlwin.streaming.fusedscan import FusedScan
 
 
-class SessionAssigner:
+class SessionAssigner(WindowAssigner):
     def __init__(self, operator: OperatorContext):
-        self.op = operator
+        super().__init__(operator)
         self._partials_sql: str | None = None  # the micro-batch's sessions as partial rows (``scan``)
 
     def keeps_partials(self) -> bool:
@@ -45,9 +46,9 @@ class SessionAssigner:
         merged into a closed one drops the rows it held, which LATE ROWS TO lists one by one."""
         return never_finishes(self.op.driver.emit.trigger)
 
-    def fusable(self) -> bool:
-        """Whether one Spark job reads a micro-batch (``scan``): partial-aggregate state, one stream."""
-        return self.op.query.decomposition is not None and len(self.op.streams) == 1
+    def scanner(self) -> Scanner | None:
+        """``scan`` with partial-aggregate state over one stream."""
+        return self.scan if self.op.query.decomposition is not None and len(self.op.streams) == 1 else None
 
     def _late(self, spark: Any, watermark: int) -> tuple[Any, Any, Any] | None:
         """Beam's rule before merging: a row is late when its own span is past its cleanup time,
@@ -84,13 +85,13 @@ class SessionAssigner:
 
     def scan(self, spark: Any, data: Any, batch: int, watermark: int,
              processing_time: int) -> tuple[int, list[int | None], dict]:
-        """A data micro-batch in one Spark job, as the operator's ``_scan``: its statistics and late-row count,
+        """A data micro-batch in one Spark job, as ``TimeWindowAssigner.scan``: its statistics and late-row count,
         and the partial aggregates of its own sessions (computed from the rows in time); the sessions then merge
         in Python and their partial rows are stored. Late rows are read again only when there are some."""
         from pyspark.sql import functions as F
 
         op = self.op
-        stats = op.register_batch(data, processing_time)
+        stats = op.input.register(data, processing_time)
         late = self._late(spark, watermark)
         arrived = self._arrived(spark)
         if late is not None:
@@ -100,7 +101,7 @@ class SessionAssigner:
             self._partials_sql = op.query.session_partials_sql(op.query.decomposition)
         scan = FusedScan(op, spark.sql(self._partials_sql), arrived.agg(*stats))
         try:
-            count, max_ts = op.batch_statistics(scan.summary)
+            count, max_ts = op.input.statistics(scan.summary)
             if not count:
                 return 0, max_ts, {}
             groups = scan.groups
@@ -117,7 +118,7 @@ class SessionAssigner:
         finally:
             scan.release()
 
-    def assign(self, spark: Any, batch: int, watermark: int) -> dict:
+    def assign_rows(self, spark: Any, batch: int, watermark: int) -> dict:
         """Row state (or a trigger that may finish): sessions of the micro-batch, merged; rows of sessions
         that joined a closed one, and the rows such sessions held, dropped as ``window closed``."""
 
@@ -147,9 +148,9 @@ class SessionAssigner:
                 late_parts.append(earlier)
             kept_count = sum(accepted.values())
             if kept_count and op.query.decomposition is None:
-                op.store_rows(kept, batch, kept_count)
+                op.rows.write(kept, batch, kept_count)
             elif kept_count:  # one row of partial aggregates per micro-batch session
-                op.store_rows(op.partials_of(spark, kept), batch, len(spans) - len(closed))
+                op.rows.write(op.partials_of(spark, kept), batch, len(spans) - len(closed))
             op.write_late(late_parts, batch, watermark, late_count + closed_count)
         finally:
             assigned.unpersist()

@@ -1,0 +1,56 @@
+"""A micro-batch's input as the operator's queries read it, and the statistics that move the watermark.
+
+Each stream the query reads gets its rows of the micro-batch under its own view (several streams arrive as
+one DataFrame, told apart by ``SOURCE_COLUMN``), with only its declared columns and its PROCTIME column set
+to the micro-batch's clock. The statistics are aggregates over the same rows (row count ``n``, largest time
+``m<i>`` of stream ``i``), so that an assigner's fused scan computes them in its own Spark job.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlwin.plan.statements import CreateStream
+from sqlwin.streaming.context import QueryShape, Views
+from sqlwin.streaming.sources import SOURCE_COLUMN
+
+
+class BatchInput:
+    def __init__(self, shape: QueryShape, streams: list, views: Views):
+        self.shape = shape
+        self.streams = streams
+        self.views = views
+
+    def read(self, data: Any, processing_time: int) -> tuple[int, list[int | None]]:
+        """Register each stream's rows of the micro-batch (None: a no-data micro-batch); returns the row count
+        and each stream's largest time."""
+        if data is None:
+            return 0, [None] * len(self.streams)
+        return self.statistics(data.agg(*self.register(data, processing_time)).collect()[0])
+
+    def register(self, data: Any, processing_time: int) -> list:
+        """Register each stream's rows of the micro-batch as its view; returns the aggregates of the
+        micro-batch's statistics (``n`` rows, ``m<i>`` the largest time of stream ``i``)."""
+        from pyspark.sql import functions as F
+
+        several = len(self.streams) > 1
+        stats = [F.count(F.lit(1)).alias("n")]
+        for i, stream in enumerate(self.streams):
+            part = data.where(F.col(SOURCE_COLUMN) == i).drop(SOURCE_COLUMN) if several else data
+            if isinstance(stream, CreateStream):
+                columns = {c.name for c in stream.columns}
+                part = part.select(*[c for c in part.columns if c in columns])
+                if stream.proctime_column:
+                    part = part.withColumn(stream.proctime_column, F.timestamp_micros(F.lit(processing_time)))
+            part.createOrReplaceTempView(self.views.batch_of(i))
+            time_column = stream.watermark.column if stream.watermark else self.shape.time_column
+            column = F.unix_micros(F.col(f"`{time_column}`")) if time_column in data.columns else F.lit(None)
+            mine = (F.col(SOURCE_COLUMN) == i) if several else F.lit(True)
+            stats.append(F.max(F.when(mine, column)).cast("bigint").alias(f"m{i}"))
+        return stats
+
+    def statistics(self, row: Any) -> tuple[int, list[int | None]]:
+        """(rows, each stream's largest time) from the statistics' row."""
+        if self.shape.processing_time:  # event times do not move a processing-time watermark
+            return int(row["n"]), [None] * len(self.streams)
+        return int(row["n"]), [row[f"m{i}"] for i in range(len(self.streams))]

@@ -1,0 +1,135 @@
+"""Windows fixed by a row's time in the operator: TUMBLE, HOP, CUMULATE and the global window.
+
+Spark assigns the micro-batch's rows to their windows (the batch backend's own plan, ``PaneQuery.assign_sql``)
+and classifies each (row, window) pair natively: dropped ``late`` when ``W >= window_end + lateness``, dropped
+``window closed`` when the pane engine holds the window's tombstone (its trigger finished); the others are
+stored, and the dropped ones go to LATE ROWS TO. A window never moves, so the new-row counts per window are
+all the pane engine needs: with partial-aggregate state one Spark job reads the micro-batch for them and for
+its statistics (``scan``, ``FusedScan``), and the counts reach the engine as a frame, so the columnar engine
+can drive these windows where the trigger allows it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlwin.core.panes import DROP_CLOSED, DROP_LATE, MIN_TIME, PaneDriver, WindowKey
+from sqlwin.streaming import storage
+from sqlwin.streaming.assigner import Scanner, WindowAssigner
+from sqlwin.streaming.context import PaneEngine
+from sqlwin.streaming.engines import ColumnarEngine, WindowStates
+from sqlwin.streaming.fusedscan import FusedScan
+
+
+class TimeWindowAssigner(WindowAssigner):
+    def scanner(self) -> Scanner | None:
+        return self.scan if self.op.query.decomposition is not None else None
+
+    def pane_engine(self, driver: PaneDriver, columnar: bool, committed: dict | None) -> PaneEngine:
+        """The columnar engine where it may drive these windows, unless PaneDriver saved the committed ones
+        (an earlier version): they go on with it."""
+        engine = ColumnarEngine.of(driver, global_window=self.op.shape.window is None) if columnar else None
+        return engine if engine is not None and engine.continues(committed) else WindowStates(driver)
+
+    # -- rows stored as they are, or a micro-batch in several Spark jobs ----------------------------
+    def assign_rows(self, spark: Any, batch: int, watermark: int) -> dict[WindowKey, int]:
+        """Assign, classify and store the micro-batch's rows (partial aggregates go through ``scan``); returns
+        the new-row counts per window."""
+        from pyspark.sql import functions as F
+
+        op = self.op
+        # read three times: counts, rows, late rows
+        annotated = self._annotate(spark, batch, watermark, op.panes.closed()).persist()
+        try:
+            counts = annotated.groupBy("__key", "__ws", "__we", "__status").count().collect()
+            accepted = {(r["__key"], r["__ws"], r["__we"]): r["count"] for r in counts if r["__status"] is None}
+            dropped = sum(r["count"] for r in counts if r["__status"] is not None)
+            if accepted:
+                op.rows.write(annotated.where(F.col("__status").isNull()).drop("__status"), batch,
+                              sum(accepted.values()))
+            late_rows = annotated.where(F.col("__status").isNotNull()).select(*self._late_columns())
+            op.write_late([late_rows] if dropped else [], batch, watermark, dropped)
+        finally:
+            annotated.unpersist()
+        return accepted
+
+    def _late_columns(self) -> list:
+        """A dropped (row, window) as LATE ROWS TO lists it (before the watermark): the row's columns, the
+        window's bounds (NULL for the global window, which has none) and the reason."""
+        from pyspark.sql import functions as F
+
+        bounds = [F.col(c) if self.op.shape.window else F.lit(None).cast("timestamp").alias(c)
+                  for c in ("window_start", "window_end")]
+        return [*[F.col(f"`{c}`") for c in self.op.relation_columns], *bounds, F.col("__status").alias("reason")]
+
+    def _annotate(self, spark: Any, batch: int, watermark: int, closed: list[WindowKey]) -> Any:
+        """The micro-batch's (row, window) pairs, each with ``__status``: NULL (accepted), ``late`` when
+        ``window_end <= W - lateness``, or ``window closed`` when the window is one of ``closed`` (its trigger
+        finished). The closed windows reach Spark as a parquet file, like the fired panes."""
+        import pyarrow as pa
+        from pyspark.sql import functions as F
+
+        op = self.op
+        assigned = spark.sql(op.query.assign_sql)
+        threshold = watermark - op.shape.lateness  # late past the lateness: window_end <= W - lateness
+        late = F.col("__we") <= F.lit(threshold) if threshold >= MIN_TIME else F.lit(False)
+        if closed:
+            keys, starts, ends = zip(*closed, strict=True)
+            path = op.store.scratch_file("closed", batch)
+            storage.write_parquet(path, pa.table([pa.array(keys, pa.string()), pa.array(starts, pa.int64()),
+                                                  pa.array(ends, pa.int64())], names=["__key", "__ws", "__we"]))
+            tombstones = spark.read.schema("__key string, __ws bigint, __we bigint").parquet(path) \
+                .withColumn("__closed", F.lit(True))
+            assigned = assigned.join(F.broadcast(tombstones), ["__key", "__ws", "__we"], "left")
+            is_closed = F.coalesce(F.col("__closed"), F.lit(False))
+        else:
+            assigned = assigned.withColumn("__closed", F.lit(False))
+            is_closed = F.col("__closed")
+        status = F.when(late, F.lit(DROP_LATE)).when(is_closed, F.lit(DROP_CLOSED))
+        return assigned.withColumn("__status", status).drop("__closed")
+
+    # -- partial aggregates: the micro-batch in one Spark job ---------------------------------------
+    def scan(self, spark: Any, data: Any, batch: int, watermark: int,
+             processing_time: int) -> tuple[int, list[int | None], Any]:
+        """Assignment and the statistics of a data micro-batch in one Spark job over its rows: the row count and
+        largest times, and per (key, window, status) the row count and partial aggregates (``__key`` is
+        computed per group, not per row, unless closed windows are looked up by it): ``FusedScan``. Dropped
+        rows, if any, are read again: most micro-batches have none. Returns (rows, largest time per stream,
+        accepted counts per window)."""
+        op = self.op
+        decomposition = op.query.decomposition
+        assert decomposition is not None
+        stats = op.input.register(data, processing_time)
+        closed = op.panes.closed()
+        annotated = self._annotate(spark, batch, watermark, closed)
+        per_group = not closed  # no lookup of closed windows by __key
+        (annotated.drop("__key") if per_group else annotated).createOrReplaceTempView(op.views.annotated)
+        grouped = spark.sql(decomposition.partial_sql(op.views.annotated, op.shape.source_alias, len(op.shape.keys),
+                                                      key_after=op.query.key_json_sql if per_group else None))
+        scan = FusedScan(op, grouped, data.agg(*stats))
+        try:
+            return self._store_scanned(scan, annotated, batch, watermark)
+        finally:
+            scan.release()
+
+    def _store_scanned(self, scan: FusedScan, annotated: Any, batch: int,
+                       watermark: int) -> tuple[int, list[int | None], Any]:
+        """Read the scan's small result: the statistics, the accepted counts (stored as partial rows) and how
+        many (row, window) pairs were dropped (written to LATE ROWS TO)."""
+        import pyarrow.compute as pc
+        from pyspark.sql import functions as F
+
+        op = self.op
+        groups = scan.groups
+        kept = pc.is_null(groups["__status"])
+        dropped = pc.sum(groups.filter(pc.invert(kept))["__n"]).as_py() or 0
+        groups = groups.filter(kept)
+        accepted = op.panes.accepted(groups["__key"], groups["__ws"], groups["__we"], groups["__n"])
+        count, max_ts = op.input.statistics(scan.summary)
+        if not count:
+            return 0, max_ts, op.panes.accepted()
+        if len(accepted):
+            scan.store(groups, F.col("__status").isNull(), batch, len(accepted))
+        late_rows = annotated.where(F.col("__status").isNotNull()).select(*self._late_columns())
+        op.write_late([late_rows] if dropped else [], batch, watermark, dropped)
+        return count, max_ts, accepted

@@ -1,0 +1,52 @@
+"""A checkpoint committed by sqlwin before its operator was split into roles resumes with this one.
+
+tests/fixtures/committed_state_v1.json holds, per case of tests/statecompat.py, what that sqlwin committed
+after the first micro-batches and every pane and late row of its whole run. Here the same micro-batches run
+again: they must commit exactly that state (the format is unchanged), and an operator that resumes from the
+old commit in its place must give exactly the old run's panes, micro-batch numbers and late rows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.statecompat import CASES, CUT, committed, drive, operator, outputs, prepare
+
+pytestmark = pytest.mark.slow
+
+OLD = json.loads((Path(__file__).parent / "fixtures" / "committed_state_v1.json").read_text(encoding="utf-8"))
+
+
+def put_commit(op, old: dict) -> None:
+    """The old commit (``state/<n>.json`` and its columnar windows table) in place of this one's."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = Path(op.store.root) / "state"
+    batch = old["batch"]
+    if old["windows_table"] is not None:
+        path = folder / f"{batch}.windows.parquet"
+        schema = pq.read_schema(path)
+        os.remove(path)
+        pq.write_table(pa.Table.from_pylist(old["windows_table"], schema=schema), path)
+    os.remove(folder / f"{batch}.json")
+    (folder / f"{batch}.json").write_text(json.dumps({**old["state"], "end": True}), encoding="utf-8")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_an_old_commit_resumes_to_the_old_results(spark, tmp_path, name):
+    old = OLD[name]
+    prepare(spark, name)
+    folder = str(tmp_path / name)
+    first = operator(spark, name, folder)
+    drive(spark, first, name, range(CUT + 1), end=False)
+    assert committed(first) == {k: old[k] for k in ("batch", "state", "windows_table")}
+    put_commit(first, old)
+    resumed = operator(spark, name, folder)
+    assert resumed.next_batch == old["batch"] + 1
+    drive(spark, resumed, name, range(CUT + 1, 5), end=True)
+    assert outputs(spark, resumed) == {"panes": old["panes"], "late": old["late"]}
