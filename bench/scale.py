@@ -11,7 +11,10 @@ dropped in. Engines:
 
 - ``spark``: ``withWatermark`` + ``groupBy(window(ts, '1 hour'), k)``, append mode, parquet file sink, the
   baseline of every ratio;
-- ``custom``: a sqlwin streaming table on the custom path (``ALLOWED LATENESS`` 5 minutes, ``LATE ROWS TO``).
+- ``custom``: a sqlwin streaming table on the custom path (``ALLOWED LATENESS`` 5 minutes, ``LATE ROWS TO``),
+  its windows' state in Spark (``sqlwin.streaming.keyedstate``);
+- ``driver`` (``--engines spark,custom,driver``): the same with ``sqlwin.streaming.state=driver``, the
+  windows' state in the driver's Python as before.
 
 Printed per key count: the median time of a *steady* micro-batch (every data file after the first), the
 ratio to Spark's, and the driver's Python resident memory before the run and at its largest during it
@@ -154,8 +157,10 @@ class Engines:
         out = self.spark.read.parquet(str(folder / "out"))
         return Run(batches, flush, before, memory.peak, summary(out))
 
-    def custom(self) -> Run:
-        folder = self._folder("custom")
+    def custom(self, state: str = "executors") -> Run:
+        """The custom path, its windows' state in Spark (``executors``, the default) or in the driver."""
+        self.spark.conf.set("sqlwin.streaming.state", state)
+        folder = self._folder(f"custom_{state}")
         tag = f"scale_{self.files[0].parent.name}_{self.n}"
         os.environ["SQLWIN_STREAMING_DIR"] = str(folder / "root")
         sqlwin.sql(self.spark, f"CREATE STREAM s_{tag} ({SCHEMA}, WATERMARK FOR ts AS ts - INTERVAL 1 MINUTE) "
@@ -192,6 +197,8 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=4, help="data files = micro-batches (default 4)")
     parser.add_argument("--rows", type=int, default=500_000, help="rows per file (default 500k)")
     parser.add_argument("--repeat", type=int, default=2, help="interleaved rounds per key count (default 2)")
+    parser.add_argument("--engines", default="spark,custom",
+                        help="add 'driver' for the custom path with its windows' state in the driver (as before)")
     args = parser.parse_args()
     print(f"load before: {load()}", flush=True)
     spark = local_session("sqlwin-bench-scale", {"spark.driver.memory": "6g"})
@@ -202,10 +209,13 @@ def main() -> None:
             files, flush = make_files(root, keys, args.files, args.rows)
             engines = Engines(spark, root, files, flush)
             engines.spark_native()  # warm-up: JIT, Python workers
-            runs: dict[str, list[Run]] = {"spark": [], "custom": []}
+            runs: dict[str, list[Run]] = {"spark": [], "custom": [], "driver": []}
             for _ in range(args.repeat):
                 runs["spark"].append(engines.spark_native())
                 runs["custom"].append(engines.custom())
+                if "driver" in args.engines:
+                    runs["driver"].append(engines.custom("driver"))
+            runs = {name: rs for name, rs in runs.items() if rs}
             expected = engines.batch()
             for name, rs in runs.items():
                 for r in rs:

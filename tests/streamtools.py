@@ -25,7 +25,11 @@ class Feeder:
         self.count = 0
 
     def write(self, rows: Iterable[dict]) -> None:
-        tmp = self.folder / f".f{self.count:05d}.tmp"
+        # written beside the folder, then renamed into it: a listing of the folder never meets a file that is
+        # about to be renamed (Hadoop's local file system then fails the listing: "cannot access .f00000.tmp")
+        staging = self.folder.parent / f".{self.folder.name}.staging"
+        staging.mkdir(exist_ok=True)
+        tmp = staging / f"f{self.count:05d}.tmp"
         with open(tmp, "w") as f:
             for row in rows:
                 f.write(json.dumps(row) + "\n")

@@ -2,7 +2,8 @@
 
 tests/fixtures/committed_state_v1.json holds, per case of tests/statecompat.py, what that sqlwin committed
 after the first micro-batches and every pane and late row of its whole run. Here the same micro-batches run
-again: they must commit exactly that state (the format is unchanged), and an operator that resumes from the
+again with the windows' state in the driver, as then: they must commit exactly that state (the format is
+unchanged), and an operator (by default one whose windows' state is in Spark, ``keyedstate``) that resumes from the
 old commit in its place must give exactly the old run's panes, micro-batch numbers and late rows.
 """
 
@@ -14,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from sqlwin.streaming.keyedstate import KeyedPanes
+from sqlwin.streaming.operator import STATE_CONF
 from tests.statecompat import CASES, CUT, committed, drive, operator, outputs, prepare
 
 pytestmark = pytest.mark.slow
@@ -42,11 +45,16 @@ def test_an_old_commit_resumes_to_the_old_results(spark, tmp_path, name):
     old = OLD[name]
     prepare(spark, name)
     folder = str(tmp_path / name)
-    first = operator(spark, name, folder)
-    drive(spark, first, name, range(CUT + 1), end=False)
+    spark.conf.set(STATE_CONF, "driver")  # the engines of that version: the windows' state in the driver
+    try:
+        first = operator(spark, name, folder)
+        drive(spark, first, name, range(CUT + 1), end=False)
+    finally:
+        spark.conf.unset(STATE_CONF)
     assert committed(first) == {k: old[k] for k in ("batch", "state", "windows_table")}
     put_commit(first, old)
-    resumed = operator(spark, name, folder)
+    resumed = operator(spark, name, folder)  # keyed state by default: the old commit's windows go on in the driver
+    assert not isinstance(resumed.panes, KeyedPanes)
     assert resumed.next_batch == old["batch"] + 1
     drive(spark, resumed, name, range(CUT + 1, 5), end=True)
     assert outputs(spark, resumed) == {"panes": old["panes"], "late": old["late"]}

@@ -105,14 +105,15 @@ def test_imports_have_no_cycle_even_in_functions_or_for_type_checkers() -> None:
 CONTEXT = "sqlwin.streaming.context"
 # the operator's roles and their helpers (the operator wires them: they never import it)
 COLLABORATORS = ("assigner", "timewindows", "sessions", "maxsessions", "countwindows", "countsql", "engines",
-                 "rowstore", "outputs", "batchinput", "evictors", "fusedscan", "committer")
+                 "rowstore", "outputs", "batchinput", "evictors", "fusedscan", "committer", "keyedstate")
 # a protocol (module, class) -> the classes (module, class) that must define every member the protocol declares
 PROTOCOLS = {
     (CONTEXT, "OperatorContext"): [("sqlwin.streaming.operator", "MicroBatchOperator")],
     (CONTEXT, "QueryShape"): [("sqlwin.streaming.shape", "StreamingShape")],
     (CONTEXT, "PaneQueries"): [("sqlwin.streaming.panequery", "PaneQuery")],
     (CONTEXT, "PaneEngine"): [("sqlwin.streaming.engines", "WindowStates"),
-                              ("sqlwin.streaming.engines", "ColumnarEngine")],
+                              ("sqlwin.streaming.engines", "ColumnarEngine"),
+                              ("sqlwin.streaming.keyedstate", "KeyedPanes")],
     (CONTEXT, "RowStore"): [("sqlwin.streaming.rowstore", "StoredRows")],
     (CONTEXT, "BatchReader"): [("sqlwin.streaming.batchinput", "BatchInput")],
     ("sqlwin.streaming.catalog", "RegisteredTable"): [("sqlwin.streaming.tables", "StreamingTable")],

@@ -86,6 +86,102 @@ def _every(trigger: plan.Trigger | None) -> int | bool | None:
 
 
 @dataclass
+class Step:
+    """What one micro-batch did to a set of windows (arrays aligned with them): the panes emitted (``emit``,
+    with each pane's index, timing, finality and first micro-batch read ``lo``), the windows processed (new
+    rows or a due timer) and those that expired."""
+
+    emit: np.ndarray
+    index: np.ndarray
+    timing: np.ndarray
+    is_final: np.ndarray
+    lo: np.ndarray
+    processed: np.ndarray
+    expiring: np.ndarray
+
+
+def fresh_state(ends: np.ndarray, lateness: int) -> dict[str, np.ndarray]:
+    """The state of windows opened now (PaneDriver.new_window), one per end in ``ends``."""
+    limit = MAX_TIME - lateness
+    state = {c: np.zeros(len(ends), t) for c, t in STATE.items()}
+    state["cleanup"] = np.where(ends >= limit, MAX_TIME, np.where(ends >= limit, 0, ends) + lateness)
+    state["lo"][:] = -1
+    state["last"][:] = -1
+    return state
+
+
+def timers_of(trigger: ComparisonTrigger, end: np.ndarray, col: dict[str, np.ndarray]) -> np.ndarray:
+    """Each window's event-time timer (PaneDriver.timers): its end before AFTER WATERMARK's end-of-window
+    firing, else its cleanup time; the family has no processing-time timer."""
+    return np.where(trigger.watermark & ~col["late"] & ~col["closed"], end, col["cleanup"])
+
+
+def advance(trig: ComparisonTrigger, accumulating: bool, col: dict[str, np.ndarray], end: np.ndarray,
+            counts: np.ndarray, batch: int, w: int) -> Step:
+    """One micro-batch for the windows whose state is ``col`` (edited in place; the expired ones' rows are
+    left for the caller to drop), ``counts`` their new rows, ``w`` the watermark: PaneDriver.process for every
+    window with new rows or a due timer, as array expressions. The driver's ``ColumnarPanes`` and the
+    executors' keyed state (``sqlwin.streaming.keyedstate``) both step their windows with it."""
+    cleanup, late, closed = col["cleanup"], col["late"], col["closed"]
+    # the windows processed: new rows, or a due timer
+    processed = (counts > 0) | (w >= timers_of(trig, end, col))
+    expiring = processed & (w >= cleanup)
+    # _classify: rows of an expiring or closed window are dropped (the caller classified them already)
+    added = processed & (counts > 0) & ~expiring & ~closed
+    col["pending"] |= added
+    col["on_time_rows"] |= added & (w < end)
+    col["lo"] = np.where(added & (col["lo"] < 0), batch, col["lo"])
+    col["last"] = np.where(added, batch, col["last"])
+    # on_element: rows feed the early trigger before the end-of-window firing, the late one after it
+    if trig.early is not None:
+        col["early_count"] += np.where(added & ~late, counts, 0)
+    if trig.late is not None:
+        col["late_count"] += np.where(added & late, counts, 0)
+    # should_fire / on_fire
+    reached = w >= end
+    if trig.watermark:
+        early_ready = col["early_count"] >= trig.early if trig.early is not None else False
+        late_ready = col["late_count"] >= trig.late if trig.late is not None else False
+        timer_due = ~late & reached
+        should = np.where(late, late_ready, reached | early_ready)
+        fire = processed & ~closed & (added | expiring | timer_due) & should
+    else:
+        fire = np.zeros(len(end), bool)
+    fire_late, fire_early, fire_end = fire & late, fire & ~late & ~reached, fire & ~late & reached
+    col["early_count"] = np.where(fire_early | fire_end, 0, col["early_count"])
+    col["late_count"] = np.where(fire_late | fire_end, 0, col["late_count"])
+    col["late"] = late | fire_end
+    finished = fire_end if trig.late is None else np.zeros(len(end), bool)
+    # _timing / _emit: a firing emits if it has new rows or is ON_TIME; an expiring window that did not
+    # fire emits what is pending (its expiry pane: ON_TIME for EMIT FINAL)
+    pending = col["pending"]
+    on_time_ok = col["on_time_rows"] & ~col["non_early"]
+    fire_timing = np.where(col["non_early"], LATE, np.where(~reached, EARLY,
+                                                             np.where(fire_end & on_time_ok, ON_TIME, LATE)))
+    emit_fire = fire & (pending | (fire_timing == ON_TIME))
+    emit_expiry = expiring & ~fire & pending
+    expiry_timing = np.where(on_time_ok & trig.final, ON_TIME, LATE)
+    emit = emit_fire | emit_expiry
+    timing = np.where(emit_fire, fire_timing, expiry_timing)
+    is_final = np.where(emit_fire, finished | expiring, True)
+    step = Step(emit, col["next_index"].copy(), timing, is_final, col["lo"].copy(), processed, expiring)
+    col["next_index"] = col["next_index"] + emit
+    col["non_early"] |= emit & (timing != EARLY)
+    col["pending"] = pending & ~emit
+    if not accumulating:
+        col["lo"] = np.where(emit, -1, col["lo"])
+    # _close: a finished trigger leaves a tombstone; an expiring window is gone
+    close = finished | expiring
+    col["closed"] |= close
+    col["pending"] &= ~close
+    col["lo"] = np.where(close, -1, col["lo"])
+    for name in ("early_count", "late_count"):
+        col[name] = np.where(close, 0, col[name])
+    col["late"] &= ~close
+    return step
+
+
+@dataclass
 class FiredPanes:
     """The panes of one micro-batch: ``key, start, end, pane_index, pane_timing, is_final, lo``."""
 
@@ -139,75 +235,19 @@ class ColumnarPanes:
         """``new``: the windows that got rows (columns key, start, end, n > 0); returns the panes fired and
         how many windows expired (their state is gone)."""
         self._open(new)
-        t, trig, w = self.table, self.trigger, watermark
+        t = self.table
         if not len(t):
             return self._panes(t, np.zeros(0, bool), [], [], []), 0
         counts = new.set_index(KEY)["n"].reindex(t.index, fill_value=0).to_numpy(np.int64) if len(new) else \
             np.zeros(len(t), np.int64)
         end = t.index.get_level_values("end").to_numpy(np.int64)
         col = {c: t[c].to_numpy(copy=True) for c in STATE}
-        cleanup, late, closed = col["cleanup"], col["late"], col["closed"]
-        # the windows processed: new rows, or a due timer (PaneDriver.timers: end before the end-of-window
-        # firing of AFTER WATERMARK, else the cleanup time)
-        timer = np.where(trig.watermark & ~late & ~closed, end, cleanup)
-        processed = (counts > 0) | (w >= timer)
-        expiring = processed & (w >= cleanup)
-        # _classify: rows of an expiring or closed window are dropped (the caller classified them already)
-        added = processed & (counts > 0) & ~expiring & ~closed
-        col["pending"] |= added
-        col["on_time_rows"] |= added & (w < end)
-        col["lo"] = np.where(added & (col["lo"] < 0), batch, col["lo"])
-        col["last"] = np.where(added, batch, col["last"])
-        # on_element: rows feed the early trigger before the end-of-window firing, the late one after it
-        if trig.early is not None:
-            col["early_count"] += np.where(added & ~late, counts, 0)
-        if trig.late is not None:
-            col["late_count"] += np.where(added & late, counts, 0)
-        # should_fire / on_fire
-        reached = w >= end
-        if trig.watermark:
-            early_ready = col["early_count"] >= trig.early if trig.early is not None else False
-            late_ready = col["late_count"] >= trig.late if trig.late is not None else False
-            timer_due = ~late & reached
-            should = np.where(late, late_ready, reached | early_ready)
-            fire = processed & ~closed & (added | expiring | timer_due) & should
-        else:
-            fire = np.zeros(len(t), bool)
-        fire_late, fire_early, fire_end = fire & late, fire & ~late & ~reached, fire & ~late & reached
-        col["early_count"] = np.where(fire_early | fire_end, 0, col["early_count"])
-        col["late_count"] = np.where(fire_late | fire_end, 0, col["late_count"])
-        col["late"] = late | fire_end
-        finished = fire_end if trig.late is None else np.zeros(len(t), bool)
-        # _timing / _emit: a firing emits if it has new rows or is ON_TIME; an expiring window that did not
-        # fire emits what is pending (its expiry pane: ON_TIME for EMIT FINAL)
-        pending = col["pending"]
-        on_time_ok = col["on_time_rows"] & ~col["non_early"]
-        fire_timing = np.where(col["non_early"], LATE, np.where(~reached, EARLY,
-                                                                 np.where(fire_end & on_time_ok, ON_TIME, LATE)))
-        emit_fire = fire & (pending | (fire_timing == ON_TIME))
-        emit_expiry = expiring & ~fire & pending
-        expiry_timing = np.where(on_time_ok & trig.final, ON_TIME, LATE)
-        emit = emit_fire | emit_expiry
-        timing = np.where(emit_fire, fire_timing, expiry_timing)
-        is_final = np.where(emit_fire, finished | expiring, True)
-        fired = self._panes(t, emit, col["next_index"], timing, is_final, col["lo"])
-        col["next_index"] = col["next_index"] + emit
-        col["non_early"] |= emit & (timing != EARLY)
-        col["pending"] = pending & ~emit
-        if not self.accumulating:
-            col["lo"] = np.where(emit, -1, col["lo"])
-        # _close: a finished trigger leaves a tombstone; an expiring window is gone
-        close = finished | expiring
-        col["closed"] |= close
-        col["pending"] &= ~close
-        col["lo"] = np.where(close, -1, col["lo"])
-        for name in ("early_count", "late_count"):
-            col[name] = np.where(close, 0, col[name])
-        col["late"] &= ~close
+        step = advance(self.trigger, self.accumulating, col, end, counts, batch, watermark)
+        fired = self._panes(t, step.emit, step.index, step.timing, step.is_final, step.lo)
         for name, values in col.items():
             t[name] = values
-        self.table = t[~expiring]
-        return fired, int(expiring.sum())
+        self.table = t[~step.expiring]
+        return fired, int(step.expiring.sum())
 
     def _open(self, new: pd.DataFrame) -> None:
         """New windows enter with a fresh state (PaneDriver.new_window)."""
@@ -217,12 +257,7 @@ class ColumnarPanes:
         fresh = index.difference(self.table.index) if len(self.table) else index
         if not len(fresh):
             return
-        ends = fresh.get_level_values("end").to_numpy(np.int64)
-        limit = MAX_TIME - self.lateness
-        state = {c: np.zeros(len(fresh), t) for c, t in STATE.items()}
-        state["cleanup"] = np.where(ends >= limit, MAX_TIME, np.where(ends >= limit, 0, ends) + self.lateness)
-        state["lo"][:] = -1
-        state["last"][:] = -1
+        state = fresh_state(fresh.get_level_values("end").to_numpy(np.int64), self.lateness)
         opened = pd.DataFrame(state, index=fresh)
         self.table = pd.concat([self.table, opened]) if len(self.table) else opened
 
@@ -249,9 +284,8 @@ class ColumnarPanes:
     def timers(self) -> np.ndarray:
         """Each window's event-time timer (PaneDriver.timers); the family has no processing-time timer."""
         t = self.table
-        end = t.index.get_level_values("end").to_numpy(np.int64)
-        late, closed = t["late"].to_numpy(), t["closed"].to_numpy()
-        return np.where(self.trigger.watermark & ~late & ~closed, end, t["cleanup"].to_numpy())
+        return timers_of(self.trigger, t.index.get_level_values("end").to_numpy(np.int64),
+                         {c: t[c].to_numpy() for c in ("late", "closed", "cleanup")})
 
     def any_due(self, watermark: int) -> bool:
         return bool(len(self.table)) and bool((watermark >= self.timers()).any())

@@ -95,7 +95,9 @@ class PaneEngine(Protocol):
     def drive(self, accepted: Any, batch: int, watermark: int, processing_time: int,
               token: int) -> tuple[Any, int]: ...  # (the panes fired, how many windows expired)
 
-    def closed(self) -> list[WindowKey]: ...  # windows whose trigger finished (their late rows: window closed)
+    changed: bool  # the last ``drive`` changed some window's state (the micro-batch must commit)
+
+    def closed(self) -> Any: ...  # windows whose trigger finished (their late rows: window closed)
 
     def live_batches(self, stored: set[int]) -> set[int]: ...  # the stored micro-batches a later pane may read
 
@@ -116,6 +118,8 @@ class RowStore(Protocol):
 
     def write_arrow(self, table: Any, batch: int, count: int) -> None: ...
 
+    def written(self, batch: int, count: int) -> None: ...
+
     def read(self, spark: Any, batches: set[int] | None) -> Any: ...
 
 
@@ -130,6 +134,7 @@ class BatchReader(Protocol):
 class OperatorContext(Protocol):
     """One micro-batch operator (``operator.MicroBatchOperator``), as its collaborators use it."""
 
+    spark: Any
     shape: QueryShape
     query: PaneQueries
     views: Views
@@ -145,6 +150,7 @@ class OperatorContext(Protocol):
     relation_sql: str  # the pane relation over the stored rows
     pane_sql: str  # the user's query over the pane relation
     arrow_rows: bool  # whether pyarrow writes the stored rows (else Spark does)
+    keyed_state: bool  # whether the windows' state may live in Spark (``keyedstate``), not in the driver
     current_processing_time: int
 
     @property

@@ -29,6 +29,8 @@ COUNT_COLUMNS = ["key", "start", "end", "n"]
 class WindowStates(Durable):
     """The pane driver run window by window over a dict of their states (``state/<n>.json``'s ``windows``)."""
 
+    changed = False  # a step that changes a window also fires, expires, or follows rows or a moved watermark
+
     def __init__(self, driver: PaneDriver):
         self.driver = driver
         self.windows: dict[WindowKey, WindowState] = {}
@@ -95,6 +97,8 @@ class WindowStates(Durable):
 
 class ColumnarEngine(Durable):
     """``ColumnarPanes`` over a frame of counts; its windows are saved as a table with the commit."""
+
+    changed = False
 
     def __init__(self, panes: ColumnarPanes):
         self.panes = panes

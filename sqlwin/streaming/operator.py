@@ -53,6 +53,8 @@ from sqlwin.streaming.state import StateStore, now_micros
 from sqlwin.streaming.stopping import NEVER, QueryStop, stopped_mid_batch
 from sqlwin.streaming.timewindows import TimeWindowAssigner
 
+STATE_CONF = "sqlwin.streaming.state"  # where the windows' state lives: ``executors`` (default) or ``driver``
+
 
 class MicroBatchOperator:
     """Wires the roles (Flink's ``WindowOperator``), each chosen once: the window assigner (by the window's
@@ -88,11 +90,15 @@ class MicroBatchOperator:
         self.outputs = Outputs(self, self.evictor, sink, late_sink)  # the panes and LATE ROWS TO
         self._prepare_schemas()
         self.scan = self.assigner.scanner() if self.FUSED_SCAN else None  # one Spark job reads a data micro-batch
+        # the windows' state in Spark (``keyedstate``) where the columnar engine may drive them, unless the
+        # session asks for it in the driver (``sqlwin.streaming.state`` = ``driver``)
+        self.keyed_state = self.KEYED_STATE and str(spark.conf.get(STATE_CONF, "executors")).lower() != "driver"
         self.committer = StateCommitter(self._roles)
         self._restore()
 
     FUSED_SCAN = True
     COLUMNAR = True
+    KEYED_STATE = True
 
     def _assigner(self) -> WindowAssigner:
         spec = self.shape.window
@@ -251,7 +257,7 @@ class MicroBatchOperator:
         self._emit(spark, panes, batch)
         self.tracker.after_batch(max_ts, processing_time)
         moved = self.tracker.current > start
-        if count or panes or expired or moved or self.assigner.changed:
+        if count or panes or expired or moved or self.assigner.changed or self.panes.changed:
             self.counters["rows_in"] += count
             self.counters["panes"] += len(panes)
             self.counters["micro_batches"] += 1

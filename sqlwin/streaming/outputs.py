@@ -16,6 +16,7 @@ from sqlwin.core.panes import FIRED_COLUMNS, MAX_TIME, MIN_TIME, FiredPaneList
 from sqlwin.streaming import storage
 from sqlwin.streaming.context import OperatorContext
 from sqlwin.streaming.engines import Fired
+from sqlwin.streaming.keyedstate import KeyedFired
 
 FIRED_SCHEMA = ("__key string, __ws bigint, __we bigint, pane_index int, pane_timing string, is_final boolean, "
                 "tokens array<bigint>")
@@ -69,6 +70,8 @@ class Outputs:
         They go to Spark as a parquet file: as a local DataFrame, tens of thousands of panes cost seconds per
         query (the optimizer evaluates expressions over a LocalRelation row by row on the driver, every time a
         query over it is planned)."""
+        if isinstance(fired, KeyedFired):  # written by Spark where the keyed engine stepped the windows
+            return fired.frame(spark, batch)
         path = self.op.store.scratch_file("fired", batch)
         storage.write_parquet(path, fired_table(fired, batch))
         return spark.read.schema(FIRED_SCHEMA).parquet(path)

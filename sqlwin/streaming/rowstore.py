@@ -48,6 +48,10 @@ class StoredRows(Durable):
         self.op.store.write_rows(batch, pa.table([own[c] if c in own else table[c] for c in names], names=names))
         self.by_batch[batch] = count
 
+    def written(self, batch: int, count: int) -> None:
+        """``rows/<batch>/`` was written by the caller's own Spark job (the keyed engine's scan)."""
+        self.by_batch[batch] = count
+
     def read(self, spark: Any, batches: set[int] | None) -> Any:
         """The stored rows of ``batches`` that the panes read (every row an evictor evicted before left out)."""
         schema = self.op.rows_schema

@@ -19,6 +19,7 @@ from sqlwin.streaming.assigner import Scanner, WindowAssigner
 from sqlwin.streaming.context import PaneEngine
 from sqlwin.streaming.engines import ColumnarEngine, WindowStates
 from sqlwin.streaming.fusedscan import FusedScan
+from sqlwin.streaming.keyedstate import KeyedCounts, KeyedPanes, Tombstones
 
 
 class TimeWindowAssigner(WindowAssigner):
@@ -29,6 +30,9 @@ class TimeWindowAssigner(WindowAssigner):
         """The columnar engine where it may drive these windows, unless PaneDriver saved the committed ones
         (an earlier version): they go on with it."""
         engine = ColumnarEngine.of(driver, global_window=self.op.shape.window is None) if columnar else None
+        if engine is not None and self.op.keyed_state and KeyedPanes.continues(committed):
+            return KeyedPanes(self.op.spark, self.op.store.root, engine.panes.trigger, driver.lateness,
+                              driver.accumulating)
         return engine if engine is not None and engine.continues(committed) else WindowStates(driver)
 
     # -- rows stored as they are, or a micro-batch in several Spark jobs ----------------------------
@@ -62,7 +66,7 @@ class TimeWindowAssigner(WindowAssigner):
                   for c in ("window_start", "window_end")]
         return [*[F.col(f"`{c}`") for c in self.op.relation_columns], *bounds, F.col("__status").alias("reason")]
 
-    def _annotate(self, spark: Any, batch: int, watermark: int, closed: list[WindowKey]) -> Any:
+    def _annotate(self, spark: Any, batch: int, watermark: int, closed: list[WindowKey] | Tombstones) -> Any:
         """The micro-batch's (row, window) pairs, each with ``__status``: NULL (accepted), ``late`` when
         ``window_end <= W - lateness``, or ``window closed`` when the window is one of ``closed`` (its trigger
         finished). The closed windows reach Spark as a parquet file, like the fired panes."""
@@ -73,7 +77,11 @@ class TimeWindowAssigner(WindowAssigner):
         assigned = spark.sql(op.query.assign_sql)
         threshold = watermark - op.shape.lateness  # late past the lateness: window_end <= W - lateness
         late = F.col("__we") <= F.lit(threshold) if threshold >= MIN_TIME else F.lit(False)
-        if closed:
+        if isinstance(closed, Tombstones):  # the keyed engine's, where Spark holds them
+            tombstones = closed.frame(spark).withColumn("__closed", F.lit(True))
+            assigned = assigned.join(tombstones, ["__key", "__ws", "__we"], "left")
+            is_closed = F.coalesce(F.col("__closed"), F.lit(False))
+        elif closed:
             keys, starts, ends = zip(*closed, strict=True)
             path = op.store.scratch_file("closed", batch)
             storage.write_parquet(path, pa.table([pa.array(keys, pa.string()), pa.array(starts, pa.int64()),
@@ -99,6 +107,8 @@ class TimeWindowAssigner(WindowAssigner):
         op = self.op
         decomposition = op.query.decomposition
         assert decomposition is not None
+        if isinstance(op.panes, KeyedPanes):
+            return self._scan_keyed(spark, data, batch, watermark, processing_time)
         stats = op.input.register(data, processing_time)
         closed = op.panes.closed()
         annotated = self._annotate(spark, batch, watermark, closed)
@@ -133,3 +143,47 @@ class TimeWindowAssigner(WindowAssigner):
         late_rows = annotated.where(F.col("__status").isNotNull()).select(*self._late_columns())
         op.write_late([late_rows] if dropped else [], batch, watermark, dropped)
         return count, max_ts, accepted
+
+    def _scan_keyed(self, spark: Any, data: Any, batch: int, watermark: int,
+                    processing_time: int) -> tuple[int, list[int | None], KeyedCounts]:
+        """``scan`` for the keyed engine: the same Spark job writes the accepted partial rows (``rows/<n>``,
+        each with its row count ``__n``, which the engine's step reads in Spark) and observes the statistics
+        and the dropped count; nothing per window comes to the driver."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        op = self.op
+        stats = op.input.register(data, processing_time)
+        closed = op.panes.closed()
+        annotated = self._annotate(spark, batch, watermark, closed)
+        per_group = not closed  # no lookup of closed windows by __key
+        (annotated.drop("__key") if per_group else annotated).createOrReplaceTempView(op.views.annotated)
+        grouped = spark.sql(op.query.decomposition.partial_sql(
+            op.views.annotated, op.shape.source_alias, len(op.shape.keys),
+            key_after=op.query.key_json_sql if per_group else None))
+        summary = data.agg(*stats).withColumn("__summary", F.lit(True))
+        frame = grouped.unionByName(summary, allowMissingColumns=True)
+        is_summary, kept = F.col("__summary").isNotNull(), F.col("__summary").isNull() & F.col("__status").isNull()
+        dropped = F.col("__summary").isNull() & F.col("__status").isNotNull()
+        statistics = [c for c in summary.columns if c != "__summary"]
+        observation = Observation()
+        frame = frame.observe(observation, *[F.max(F.when(is_summary, F.col(c))).alias(c) for c in statistics],
+                              F.count_if(kept).alias("__windows"),
+                              F.sum(F.when(kept, F.col("__n"))).alias("__accepted"),
+                              F.sum(F.when(dropped, F.col("__n"))).alias("__dropped"))
+        own = {"__mb": F.lit(batch).cast("bigint"), "__present": F.lit(True)}
+        columns = [own[c].alias(c) if c in own else F.col(f"`{c}`") for c in op.rows_schema.fieldNames()]
+        path = op.store.rows_path(batch)
+        frame.where(kept).select(*columns, F.col("__n").cast("bigint").alias("__n")).write.mode("overwrite") \
+            .parquet(path)
+        got = observation.get
+        count, max_ts = op.input.statistics({c: got[c] for c in statistics})
+        windows = int(got["__windows"])
+        if windows:
+            op.rows.written(batch, int(got["__accepted"]))
+        else:
+            storage.delete(path)
+        dropped_count = int(got["__dropped"] or 0)
+        late_rows = annotated.where(F.col("__status").isNotNull()).select(*self._late_columns())
+        op.write_late([late_rows] if dropped_count else [], batch, watermark, dropped_count)
+        return count, max_ts, KeyedCounts(path if windows else None, windows)

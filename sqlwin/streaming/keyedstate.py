@@ -1,0 +1,285 @@
+"""Keyed window state in Spark: the columnar pane engine stepped on the executors, not in the driver.
+
+Spark's own stateful operators keep per-key state in executors' state stores, partitioned by key and saved
+with the checkpoint. sqlwin's custom path runs inside ``foreachBatch`` (it decides lateness and fires panes
+itself), where no state store is reachable: ``applyInPandasWithState`` and ``transformWithStateInPandas``
+would have to receive every row of the stream in Python (7x Spark's native aggregation, SPARK_NOTES), while
+here Spark has already reduced a micro-batch to one partial-aggregate row per (key, window). So the state is
+a table Spark reads and writes, one version per micro-batch under the checkpoint:
+
+    windows/<n>/kind=w/   every open window's state (``sqlwin.core.columnar.STATE``, and its timer)
+    windows/<n>/kind=p/   the panes micro-batch n fired (the pane query reads them)
+
+Micro-batch ``n`` joins version ``n-1`` with its new-row counts per window (``rows/<n>``, written by the fused
+scan) on (key, start, end): Spark shuffles both by the window's key, and each partition's windows are stepped
+by ``sqlwin.core.columnar.advance`` (the rules of ``PaneDriver``, as array expressions) in a ``mapInArrow``
+over Arrow batches, in parallel on the executors; Spark writes the result as version ``n``. The driver gets
+back only an ``Observation`` of global numbers (open and closed windows, the earliest timer, the first
+micro-batch a pane still reads, panes fired, windows expired), which is all it commits: ``state/<n>.json``
+names the version, and versions before the committed one are deleted once it is on disk. A micro-batch re-run
+after a crash reads the same committed version and the same counts, and writes the same version again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from sqlwin.core.columnar import KEY, STATE, ComparisonTrigger, advance, fresh_state, timers_of
+from sqlwin.core.panes import MAX_TIME
+from sqlwin.streaming import storage
+from sqlwin.streaming.committer import Commit, Durable
+
+_TYPES = {np.int64: "bigint", np.bool_: "boolean"}
+STATE_DDL = ", ".join(["key string", "start bigint", "end bigint", *[f"{c} {_TYPES[t]}" for c, t in STATE.items()],
+                       "timer bigint"])
+PANE_DDL = "pane_index int, pane_timing string, is_final boolean, pane_lo bigint"
+OUT_DDL = f"kind string, {STATE_DDL}, {PANE_DDL}, processed bigint, expired bigint"
+WINDOW, PANE, TALLY = "w", "p", "x"  # the kinds of rows a step writes: window state, fired pane, counts
+
+
+def step_windows(trigger: ComparisonTrigger, lateness: int, accumulating: bool, batch: int, watermark: int,
+                 batches: Iterator[Any]) -> Iterator[Any]:
+    """The executors' step: Arrow batches of (window state or none, new-row count ``n`` or none) rows in;
+    the windows' new state, the panes fired and one tally row per batch out (``OUT_DDL``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    schema = out_schema()
+    for rb in batches:
+        rows = rb.num_rows
+        if not rows:
+            continue
+        has = pc.fill_null(rb["has_state"], False).to_numpy(zero_copy_only=False)
+        counts = pc.fill_null(rb["n"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        end = rb["end"].to_numpy(zero_copy_only=False).astype(np.int64)
+        fresh = fresh_state(end, lateness)
+        col = {c: np.where(has, pc.fill_null(rb[c], t(0)).to_numpy(zero_copy_only=False), fresh[c]).astype(t)
+               for c, t in STATE.items()}
+        step = advance(trigger, accumulating, col, end, counts, batch, watermark)
+        keep = ~step.expiring
+        window = {"kind": np.full(int(keep.sum()), WINDOW, object), **{c: rb[c].filter(pa.array(keep)) for c in KEY},
+                  **{c: v[keep] for c, v in col.items()}, "timer": timers_of(trigger, end, col)[keep]}
+        yield _batch(schema, window)
+        if step.emit.any():
+            emit = pa.array(step.emit)
+            yield _batch(schema, {"kind": np.full(int(step.emit.sum()), PANE, object),
+                                  **{c: rb[c].filter(emit) for c in KEY},
+                                  "pane_index": step.index[step.emit].astype(np.int32),
+                                  "pane_timing": step.timing[step.emit].astype(object),
+                                  "is_final": step.is_final[step.emit].astype(bool),
+                                  "pane_lo": step.lo[step.emit]})
+        yield _batch(schema, {"kind": np.array([TALLY], object), "processed": np.array([step.processed.sum()]),
+                              "expired": np.array([step.expiring.sum()])})
+
+
+def out_schema() -> Any:
+    """``OUT_DDL`` in Arrow (built without Spark: executors' Python workers have no session)."""
+    import pyarrow as pa
+
+    types = {"string": pa.string(), "bigint": pa.int64(), "boolean": pa.bool_(), "int": pa.int32()}
+    return pa.schema([pa.field(name, types[kind]) for name, kind in
+                      (column.split(" ") for column in OUT_DDL.split(", "))])
+
+
+def _batch(schema: Any, columns: dict[str, Any]) -> Any:
+    """A record batch of ``schema`` with ``columns`` (the others NULL)."""
+    import pyarrow as pa
+
+    rows = len(next(iter(columns.values())))
+    return pa.RecordBatch.from_arrays(
+        [pa.array(columns[f.name], f.type) if f.name in columns else pa.nulls(rows, f.type) for f in schema],
+        schema=schema)
+
+
+@dataclass
+class KeyedCounts:
+    """A micro-batch's new-row counts per window, as the keyed engine takes them: the stored partial rows
+    (``rows/<n>``, one per window with its count ``__n``), or none."""
+
+    path: str | None = None
+    windows: int = 0
+
+
+@dataclass
+class KeyedFired:
+    """The panes a micro-batch fired, where Spark wrote them (``windows/<n>/kind=p``)."""
+
+    path: str
+    count: int
+    first_batch: int | None  # the first micro-batch some pane reads (None: none reads any)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def batches(self, batch: int) -> set[int]:
+        return set(range(self.first_batch, batch + 1)) if self.first_batch is not None else set()
+
+    def frame(self, spark: Any, batch: int) -> Any:
+        """The panes in ``outputs.FIRED_SCHEMA``: each reads the micro-batches ``[pane_lo, batch]``."""
+        from pyspark.sql import functions as F
+
+        panes = spark.read.schema(f"key string, start bigint, end bigint, {PANE_DDL}").parquet(self.path)
+        tokens = F.when(F.col("pane_lo") >= 0, F.sequence(F.col("pane_lo"), F.lit(batch).cast("bigint"))) \
+            .otherwise(F.array().cast("array<bigint>"))
+        return panes.select(F.col("key").alias("__key"), F.col("start").alias("__ws"), F.col("end").alias("__we"),
+                            "pane_index", "pane_timing", "is_final", tokens.alias("tokens"))
+
+
+@dataclass
+class Tombstones:
+    """The closed windows (their trigger finished; late rows to them are dropped as ``window closed``), read
+    from the committed state by Spark when a micro-batch classifies its rows."""
+
+    path: str
+    count: int
+
+    def __bool__(self) -> bool:
+        return self.count > 0
+
+    def frame(self, spark: Any) -> Any:
+        from pyspark.sql import functions as F
+
+        return spark.read.schema(STATE_DDL).parquet(self.path).where(F.col("closed")) \
+            .select(F.col("key").alias("__key"), F.col("start").alias("__ws"), F.col("end").alias("__we"))
+
+
+class KeyedPanes(Durable):
+    """The columnar pane engine with its windows in Spark (see the module's docstring); the driver keeps the
+    committed version's number and its global numbers only."""
+
+    EMPTY = {"windows": 0, "closed": 0, "min_timer": None, "earliest": None, "min_lo": None}
+
+    def __init__(self, spark: Any, root: str, trigger: ComparisonTrigger, lateness: int, accumulating: bool):
+        self.spark = spark
+        self.root = storage.join(root, "windows")
+        self.trigger = trigger
+        self.lateness = lateness
+        self.accumulating = accumulating
+        self.version: int | None = None  # the micro-batch whose step wrote the windows now in force
+        self.committed_version: int | None = None
+        self.stats: dict = dict(self.EMPTY)
+        self.changed = False  # the last step processed some window (its state changed: it must commit)
+
+    @staticmethod
+    def continues(committed: dict | None) -> bool:
+        """Whether it goes on from ``committed``: a fresh start or its own commit (the driver engines' windows
+        go on with them)."""
+        return committed is None or "keyed" in committed or (not committed.get("columnar")
+                                                              and not committed.get("windows"))
+
+    def __len__(self) -> int:
+        return int(self.stats["windows"])
+
+    @staticmethod
+    def accepted(*columns: Any) -> KeyedCounts:
+        """No counts (a micro-batch without rows): the keyed scan hands its own (``KeyedCounts``)."""
+        return KeyedCounts()
+
+    def path(self, version: int) -> str:
+        return storage.join(self.root, str(version))
+
+    def _windows(self) -> Any:
+        """The windows in force, each with ``has_state``."""
+        from pyspark.sql import functions as F
+
+        if self.version is None or not self.stats["windows"]:
+            return self.spark.createDataFrame([], STATE_DDL).withColumn("has_state", F.lit(True))
+        return self.spark.read.schema(STATE_DDL).parquet(storage.join(self.path(self.version), f"kind={WINDOW}")) \
+            .withColumn("has_state", F.lit(True))
+
+    def drive(self, accepted: KeyedCounts, batch: int, watermark: int, processing_time: int,
+              token: int) -> tuple[KeyedFired, int]:
+        """Step every window that got rows or whose timer is due (one Spark job; nothing when neither)."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        due = self.stats["min_timer"] is not None and watermark >= self.stats["min_timer"]
+        self.changed = False
+        if not accepted.windows and not due:
+            return KeyedFired(self.path(batch), 0, None), 0
+        windows = self._windows()
+        if accepted.windows:
+            counts = self.spark.read.parquet(accepted.path).select(
+                F.col("__key").alias("key"), F.col("__ws").alias("start"), F.col("__we").alias("end"),
+                F.col("__n").cast("bigint").alias("n"))
+            windows = windows.join(counts, KEY, "full_outer")
+        else:
+            windows = windows.withColumn("n", F.lit(0).cast("bigint"))
+        trigger, lateness, accumulating = self.trigger, self.lateness, self.accumulating
+
+        def step(batches: Iterator[Any]) -> Iterator[Any]:
+            return step_windows(trigger, lateness, accumulating, batch, watermark, batches)
+
+        out = windows.mapInArrow(step, OUT_DDL)
+        observation = Observation()
+        kind = F.col("kind")
+        is_window = kind == WINDOW
+        out = out.observe(observation,
+                          F.count_if(is_window).alias("windows"),
+                          F.count_if(is_window & F.col("closed")).alias("closed"),
+                          F.min(F.when(is_window, F.col("timer"))).alias("min_timer"),
+                          F.min(F.when(is_window & (F.col("timer") < MAX_TIME), F.col("timer"))).alias("earliest"),
+                          F.min(F.when(is_window & (F.col("lo") >= 0), F.col("lo"))).alias("min_lo"),
+                          F.count_if(kind == PANE).alias("fired"),
+                          F.min(F.when((kind == PANE) & (F.col("pane_lo") >= 0), F.col("pane_lo"))).alias("pane_lo"),
+                          F.sum(F.when(kind == TALLY, F.col("processed"))).alias("processed"),
+                          F.sum(F.when(kind == TALLY, F.col("expired"))).alias("expired"))
+        target = self.path(batch)
+        out.where(kind != TALLY).write.mode("overwrite").partitionBy("kind").parquet(target)
+        got = observation.get
+        self.version = batch
+        self.stats = {name: (int(got[name]) if got[name] is not None else None) for name in self.EMPTY}
+        self.changed = bool(got["processed"])
+        fired = KeyedFired(storage.join(target, f"kind={PANE}"), int(got["fired"]),
+                           int(got["pane_lo"]) if got["pane_lo"] is not None else None)
+        return fired, int(got["expired"] or 0)
+
+    def any_due(self, watermark: int, processing_time: int) -> bool:
+        return self.stats["min_timer"] is not None and watermark >= self.stats["min_timer"]
+
+    def closed(self) -> Tombstones | list:
+        if self.version is None or not self.stats["closed"]:
+            return []
+        return Tombstones(storage.join(self.path(self.version), f"kind={WINDOW}"), int(self.stats["closed"]))
+
+    def live_batches(self, stored: set[int]) -> set[int]:
+        """Of the ``stored`` micro-batches, those a later pane may read: from the first any open window's next
+        pane reads (kept whole from there: a bound, not each window's range)."""
+        first = self.stats["min_lo"]
+        return {b for b in stored if first is not None and b >= first}
+
+    def timers(self, now: int) -> tuple[list[int], list[int]]:
+        earliest = self.stats["earliest"]
+        return [], [earliest] if earliest is not None else []
+
+    # -- committed with the micro-batch --------------------------------------------------------------
+    def snapshot(self, commit: Commit) -> dict:
+        return {"columnar": True, "windows": [], "keyed": {"version": self.version, "stats": self.stats}}
+
+    def restore(self, commit: Commit) -> None:
+        keyed = commit.data.get("keyed")
+        if keyed is not None:
+            self.version = keyed["version"]
+            self.stats = dict(keyed["stats"])
+        self.committed_version = self.version
+
+    def delete_uncommitted(self) -> None:
+        """The versions a step wrote after the committed one (a crashed attempt's): never read again."""
+        self._delete(lambda v: self.committed_version is None or v > self.committed_version)
+
+    def committed(self) -> None:
+        """The versions before the one in force: no re-run reads them now."""
+        self.committed_version = self.version
+        if self.version is not None:
+            self._delete(lambda v: v < self.version)
+
+    def _delete(self, which: Any) -> None:
+        if not storage.isdir(self.root):
+            return
+        for name in storage.listdir(self.root):
+            if name.isdigit() and which(int(name)):
+                storage.delete(storage.join(self.root, name))
