@@ -132,3 +132,103 @@ def test_punctuated_watermark_types_are_checked(spark, tmp_path, sql, message):
         sqlwin.sql(spark, sql.format(path=tmp_path))
     assert str(err.value).startswith(message)
     assert catalog.find_stream(spark, "bad_m") is None
+
+
+# PROCTIME() - 5 s: the watermark in force for a micro-batch at processing time p is p - 5 s, whatever its rows
+# say. f0 at p = 3 -> mb 0 (W -2); f1 at p = 11 -> mb 1 (W 6: the row at 9 s is in time); f2 at p = 18 -> mb 2
+# (W 13: [0, 10) fires in it, and its row at 7 s is late, dropped). Then the stream is quiet: [10, 20) closes
+# when the clock reaches 20 + 5 s, in a micro-batch without rows (live: the one the operator asks for then; a
+# replay has no such micro-batch, so its end of input (mb 3) fires [10, 20) and [20, 30)).
+LAG_FILES = [(3, [("a", 1, 1), ("a", 2, 4), ("a", 4, 12)]), (11, [("a", 3, 9)]),
+             (18, [("a", 5, 7), ("a", 6, 15), ("a", 7, 27)])]
+LAG_PANES = [(at(0), 6, 3, 0, "ON_TIME", True, 2)]
+LAG_QUIET_PANE = (at(10), 10, 2, 0, "ON_TIME", True, 3)  # live, at p = 25 s
+LAG_END_PANES = [(at(10), 10, 2, 0, "ON_TIME", True, 3), (at(20), 7, 1, 0, "ON_TIME", True, 3)]  # replay's end
+LAG_LATE = [(5, at(0), at(13), "late", 2)]
+LAG_QUERY = """SELECT window_start, window_end, SUM(v) AS s, COUNT(*) AS c
+    FROM TUMBLE(TABLE {s}, DESCRIPTOR(ts), INTERVAL 10 SECONDS)
+    GROUP BY window_start, window_end
+    LATE ROWS TO {late}"""
+
+
+def test_proctime_lag_replay_matches_hand_worked_panes(spark):
+    rows = [(k, v, at(t), n, at(p)) for n, (p, batch) in enumerate(LAG_FILES) for k, v, t in batch]
+    spark.createDataFrame(rows, "k string, v int, ts timestamp, batch int, clock timestamp") \
+        .createOrReplaceTempView("lag_rows")
+    sqlwin.sql(spark, "CREATE STREAM lag_replay FROM TABLE lag_rows ARRIVAL ORDER BY batch, ts MICRO BATCH BY batch "
+                      "PROCESSING TIME BY clock WATERMARK FOR ts AS PROCTIME() - INTERVAL 5 SECONDS")
+    out = sqlwin.sql(spark, LAG_QUERY.format(s="lag_replay", late="lag_replay_late"))
+    assert rows_of(out, PANE_COLUMNS) == [*LAG_PANES, *LAG_END_PANES]
+    assert rows_of(spark.table("lag_replay_late"), ["v", "window_start", "watermark", "reason", "micro_batch"]) == \
+        LAG_LATE
+
+
+@pytest.mark.slow
+def test_proctime_lag_live_equals_replay_and_closes_windows_on_a_quiet_stream(spark, tmp_path):
+    """On the test's clock (``start_table(clock=...)``): each file is a micro-batch at the clock's time; the
+    operator's next wake is when the clock closes the next window (20 s + lag), and a micro-batch then without
+    rows (the tick it asks for; here an empty file at that time) fires it."""
+    from sqlwin.pipeline import compile_statement
+    from sqlwin.streaming.statements import start_table
+    from tests.test_transcripts_spark import ManualClock
+
+    feeder = Feeder(tmp_path / "lag")
+    sqlwin.sql(spark, f"CREATE STREAM lag_live (k STRING, v INT, ts TIMESTAMP, "
+                      f"WATERMARK FOR ts AS PROCTIME() - INTERVAL 5 SECONDS) USING json "
+                      f"OPTIONS (path '{feeder.folder}')")
+    created = compile_statement("CREATE STREAMING TABLE lag_out AS " + LAG_QUERY.format(s="lag_live",
+                                                                                        late="lag_live_late"),
+                                "spark", catalog=spark, spark=spark).plan
+    clock = ManualClock()
+    clock.now = micros(LAG_FILES[0][0])
+    table = start_table(spark, created.name, created.query, created.format, created.options, clock=clock)
+    try:
+        assert (table.path, table.why) == ("custom", "LATE ROWS TO, PROCTIME() watermark")
+        for p, batch in LAG_FILES:
+            clock.now = micros(p)
+            feeder.write({"k": k, "v": v, "ts": ts(t)} for k, v, t in batch)
+            table.process_all_available()
+        assert rows_of(spark.table("lag_out"), PANE_COLUMNS) == LAG_PANES
+        assert rows_of(spark.table("lag_live_late"), ["v", "window_start", "watermark", "reason", "micro_batch"]) \
+            == LAG_LATE
+        assert table.operator.next_wake() == micros(25)  # [10, 20) closes once p - 5 s >= 20 s
+        clock.now = micros(25)
+        feeder.write([])  # the quiet stream's micro-batch at that time
+        table.process_all_available()
+        assert rows_of(spark.table("lag_out"), PANE_COLUMNS) == [*LAG_PANES, LAG_QUIET_PANE]
+        assert table.status().watermark == "2024-01-01 00:00:20"
+    finally:
+        table.stop()
+        catalog.remove_table(table.name)
+
+
+def micros(seconds: float) -> int:
+    return int(at(seconds).replace(tzinfo=dt.timezone.utc).timestamp()) * SECOND
+
+
+@pytest.mark.slow
+def test_proctime_lag_closes_a_window_on_the_wall_clock(spark, tmp_path):
+    """Without a test clock: after one file and no more, the operator itself asks Spark for the micro-batch
+    at which the clock closes the window (its tick source), as for processing-time triggers. Waits for that
+    outcome, bounded."""
+    import time
+
+    feeder = Feeder(tmp_path / "lag_wall")
+    sqlwin.sql(spark, f"CREATE STREAM lag_wall (k STRING, v INT, ts TIMESTAMP, "
+                      f"WATERMARK FOR ts AS PROCTIME() - INTERVAL 1 SECOND) USING json "
+                      f"OPTIONS (path '{feeder.folder}')")
+    sqlwin.sql(spark, """CREATE STREAMING TABLE lag_wall_out AS SELECT window_start, SUM(v) AS s, COUNT(*) AS c
+        FROM TUMBLE(TABLE lag_wall, DESCRIPTOR(ts), INTERVAL 1 SECOND) GROUP BY window_start, window_end""")
+    table = catalog.find_table("lag_wall_out")
+    try:
+        soon = (dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) + dt.timedelta(seconds=3)).isoformat(sep=" ")
+        feeder.feed([[{"k": "a", "v": 1, "ts": soon}, {"k": "a", "v": 2, "ts": soon}]], table)  # ahead of the clock
+        deadline = time.monotonic() + 60
+        while spark.table("lag_wall_out").count() == 0 and time.monotonic() < deadline:
+            table.process_all_available()
+            time.sleep(0.2)
+        out = [(r.s, r.c, r.pane_timing, r.is_final) for r in spark.table("lag_wall_out").collect()]
+        assert out == [(3, 2, "ON_TIME", True)]
+    finally:
+        table.stop()
+        catalog.remove_table(table.name)
