@@ -78,6 +78,60 @@ def test_punctuated_replay_matches_hand_worked_panes(spark):
     assert rows_of(spark.table("marker_replay_late"), LATE_COLUMNS) == MARKER_LATE
 
 
+@pytest.mark.slow
+def test_punctuated_replay_of_sessions_steps_through_spark(spark):
+    """SESSION windows replay micro-batch by micro-batch through Spark (the live path's scan): rows up to 20 s
+    (mb 0) fire nothing; the marker at 10 s (mb 1) closes the session [1, 8) in the no-data mb 2; the row at 2 s
+    (its span [2, 7) behind W) is then dropped in mb 3; the end of input (mb 4) closes [20, 25)."""
+    rows = [(0, "data", 1, at(1), None, 0), (1, "data", 2, at(3), None, 0), (2, "data", 4, at(20), None, 0),
+            (3, "marker", None, None, at(10), 1), (4, "data", 8, at(2), None, 2)]
+    spark.createDataFrame(rows, "seq int, kind string, v int, ts timestamp, mark timestamp, batch int") \
+        .createOrReplaceTempView("marker_sess_rows")
+    sqlwin.sql(spark, "CREATE STREAM marker_sess FROM TABLE marker_sess_rows ARRIVAL ORDER BY seq MICRO BATCH BY "
+                      "batch WATERMARK FOR ts AS mark ON ROWS WHERE kind = 'marker'")
+    out = sqlwin.sql(spark, """SELECT window_start, window_end, kind, SUM(v) AS s, COUNT(*) AS c
+        FROM SESSION(TABLE marker_sess PARTITION BY kind, DESCRIPTOR(ts), INTERVAL 5 SECONDS)
+        GROUP BY window_start, window_end, kind LATE ROWS TO marker_sess_late""")
+    assert rows_of(out, ["window_start", "window_end", "s", "c", "pane_timing", "micro_batch"]) == [
+        (at(1), at(8), 3, 2, "ON_TIME", 2), (at(20), at(25), 4, 1, "ON_TIME", 4)]
+    assert rows_of(spark.table("marker_sess_late"), ["seq", "watermark", "reason", "micro_batch"]) == [
+        (4, at(10), "late", 3)]
+
+
+@pytest.mark.slow
+def test_punctuated_and_ordinary_streams_take_the_minimum(spark, tmp_path):
+    """A query over a punctuated stream and a bounded-delay one: W = min of the two; the data rows of the
+    punctuated stream never move its part, however far ahead they run."""
+    marks, plain = Feeder(tmp_path / "mk_a"), Feeder(tmp_path / "mk_b")
+    sqlwin.sql(spark, f"CREATE STREAM mk_a (seq INT, kind STRING, v INT, ts TIMESTAMP, mark TIMESTAMP, "
+                      f"WATERMARK FOR ts AS mark ON ROWS WHERE kind = 'marker') USING json "
+                      f"OPTIONS (path '{marks.folder}')")
+    sqlwin.sql(spark, f"CREATE STREAM mk_b (v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts) USING json "
+                      f"OPTIONS (path '{plain.folder}')")
+    sqlwin.sql(spark, """CREATE STREAMING TABLE mk_out AS
+        SELECT window_start, window_end, SUM(v) AS s FROM TUMBLE(TABLE(SELECT v, ts FROM mk_a UNION ALL
+        SELECT v, ts FROM mk_b), DESCRIPTOR(ts), INTERVAL 10 SECONDS) GROUP BY window_start, window_end""")
+    table = catalog.find_table("mk_out")
+
+    def panes() -> list[tuple]:
+        return rows_of(spark.table("mk_out"), ["window_start", "s", "pane_timing"])
+
+    try:
+        assert "several streams" in table.why and "punctuated watermark (ON ROWS WHERE)" in table.why
+        marks.feed([[data(0, 10, 3), data(1, 20, 31)]], table)
+        plain.feed([[{"v": 1, "ts": ts(4)}, {"v": 2, "ts": ts(12)}]], table)
+        assert panes() == []  # W = min(-inf: no marker yet, 12)
+        marks.feed([[marker(2, 15)]], table)  # W = min(15, 12): [0, 10) fires
+        assert panes() == [(at(0), 11, "ON_TIME")]
+        marks.feed([[marker(3, 40)]], table)  # W = min(40, 12): nothing more
+        assert panes() == [(at(0), 11, "ON_TIME")]
+        plain.feed([[{"v": 3, "ts": ts(25)}]], table)  # W = min(40, 25): [10, 20) fires
+        assert panes() == [(at(0), 11, "ON_TIME"), (at(10), 2, "ON_TIME")]
+    finally:
+        table.stop()
+        catalog.remove_table(table.name)
+
+
 def at_or_none(text: str | None) -> dt.datetime | None:
     return dt.datetime.fromisoformat(text) if text is not None else None
 
