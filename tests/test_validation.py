@@ -74,6 +74,10 @@ CASES = [
      "line 1, col 65: expected ON ROWS WHERE condition"),
     ("CREATE STREAM s (ts TIMESTAMP, k STRING, WATERMARK FOR ts AS ts ON ROWS WHERE) USING json",
      "line 1, col 78: expected a condition after ON ROWS WHERE"),
+    ("CREATE STREAM s (ts TIMESTAMP, k STRING, WATERMARK FOR ts AS ts ON ROWS WHERE MAX(k) = 'm') USING json",
+     "line 1, col 79: a punctuated watermark reads each row on its own: no aggregate, window function or subquery"),
+    ("CREATE STREAM s (ts TIMESTAMP, k STRING, pt AS PROCTIME(),\n  WATERMARK FOR ts AS pt ON ROWS WHERE k = 'm') "
+     "USING json", "line 2, col 23: a punctuated watermark reads the rows as they arrive, not the PROCTIME() column"),
     ("CREATE STREAM s (ts TIMESTAMP, k STRING, WATERMARK FOR ts AS k) USING json",
      "line 1, col 62: WATERMARK FOR ts expects `ts`, `ts - INTERVAL ...`, `expr ON ROWS WHERE condition`"),
 ]

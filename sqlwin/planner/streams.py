@@ -29,6 +29,8 @@ def plan_watermark(node: n.WatermarkDef, columns: set[str] | None) -> st.Waterma
                                         "(a punctuated watermark is `expr ON ROWS WHERE condition` over the rows)")
         return st.WatermarkSpec(column, 0, lag=_lag(expr, column, proctime))
     if where is not None:
+        for node in (where, expr):
+            _row_wise(node)
         return st.WatermarkSpec(column, 0, expression=expr, where=where)
     if isinstance(expr, exp.Column) and expr.name.lower() == column.lower():
         return st.WatermarkSpec(column, 0)
@@ -39,6 +41,16 @@ def plan_watermark(node: n.WatermarkDef, columns: set[str] | None) -> st.Waterma
         return st.WatermarkSpec(column, delay)
     raise SqlwinError.at(expr, f"WATERMARK FOR {column} expects `{column}`, `{column} - INTERVAL ...`, "
                                f"`expr ON ROWS WHERE condition` (punctuated) or `PROCTIME() - INTERVAL ...`")
+
+
+def _row_wise(node: exp.Expr) -> None:
+    """A punctuated watermark reads one row at a time (Flink's ``onEvent``): no aggregate, window function or
+    subquery, which would read other rows."""
+    other = next(node.find_all(exp.AggFunc, exp.Window, exp.Subquery, exp.Select), None)  # at the expression: the
+    # parser marks where it starts
+    if other is not None:
+        raise SqlwinError.at(node, "a punctuated watermark reads each row on its own: no aggregate, window "
+                                   f"function or subquery here ({other.sql('spark')})")
 
 
 def _lag(expr: exp.Expr, column: str, proctime: exp.Expr) -> int:
@@ -92,6 +104,12 @@ def plan_create_stream(node: n.CreateStream) -> st.CreateStream:
     wm = node.args.get("watermark")
     watermark = plan_watermark(wm, names) if wm else None
     _check_idle(watermark, node.args.get("idle_timeout"))
+    if watermark is not None and watermark.punctuated and proctime is not None:
+        for part in (watermark.where, watermark.expression):
+            read = next((c for c in part.find_all(exp.Column) if c.name.lower() == proctime.lower()), None)
+            if read is not None:
+                raise SqlwinError.at(read, f"a punctuated watermark reads the rows as they arrive, not the "
+                                           f"PROCTIME() column {proctime}")
     idle_us = _idle_timeout(node.args.get("idle_timeout"))
     return st.CreateStream(name=node.this.sql("spark"), columns=tuple(columns), watermark=watermark,
                            proctime_column=proctime, format=fmt_name, options=_options(node), idle_timeout=idle_us,
