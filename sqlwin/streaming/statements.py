@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from sqlwin.diagnostics import read_failure
 from sqlwin.errors import SqlwinError
 from sqlwin.plan import statements as st
 from sqlwin.results import StatementResult
@@ -177,8 +178,8 @@ def check_punctuation(rows: Any, watermark: st.WatermarkSpec | None) -> None:
     for node, what in ((watermark.where, "ON ROWS WHERE"), (watermark.expression, f"WATERMARK FOR {watermark.column}")):
         try:
             data_type = rows.selectExpr(node.sql("spark")).schema.fields[0].dataType
-        except Exception as err:
-            raise SqlwinError.at(node, f"{what}: {str(err).splitlines()[0]}") from None
+        except Exception as err:  # Spark's first line, without SQLSTATE or its own position
+            raise SqlwinError.at(node, f"{what}: {read_failure(err).message}") from None
         if node is watermark.where and not isinstance(data_type, T.BooleanType):
             raise SqlwinError.at(node, f"ON ROWS WHERE expects a condition (BOOLEAN); "
                                        f"{node.sql('spark')} is {data_type.simpleString().upper()}")
