@@ -29,8 +29,8 @@ def plan_watermark(node: n.WatermarkDef, columns: set[str] | None) -> st.Waterma
                                         "(a punctuated watermark is `expr ON ROWS WHERE condition` over the rows)")
         return st.WatermarkSpec(column, 0, lag=_lag(expr, column, proctime))
     if where is not None:
-        for node in (where, expr):
-            _row_wise(node)
+        for part in (where, expr):
+            _row_wise(part)
         return st.WatermarkSpec(column, 0, expression=expr, where=where)
     if isinstance(expr, exp.Column) and expr.name.lower() == column.lower():
         return st.WatermarkSpec(column, 0)
@@ -46,9 +46,8 @@ def plan_watermark(node: n.WatermarkDef, columns: set[str] | None) -> st.Waterma
 def _row_wise(node: exp.Expr) -> None:
     """A punctuated watermark reads one row at a time (Flink's ``onEvent``): no aggregate, window function or
     subquery, which would read other rows."""
-    other = next(node.find_all(exp.AggFunc, exp.Window, exp.Subquery, exp.Select), None)  # at the expression: the
-    # parser marks where it starts
-    if other is not None:
+    other = next(node.find_all(exp.AggFunc, exp.Window, exp.Subquery, exp.Select), None)
+    if other is not None:  # positioned at the expression, whose start the parser marks
         raise SqlwinError.at(node, "a punctuated watermark reads each row on its own: no aggregate, window "
                                    f"function or subquery here ({other.sql('spark')})")
 
