@@ -625,3 +625,23 @@ def test_query_watermark_is_the_minimum_and_idle_streams_do_not_hold_back():
     restored = QueryWatermark([WatermarkTracker(delay=0, idle_timeout=10), WatermarkTracker(delay=5, idle_timeout=10)])
     restored.restore(json.loads(json.dumps(w.to_dict())))
     assert restored.to_dict() == w.to_dict()
+
+
+def test_watermark_following_the_clock():
+    """GRAMMAR 3, PROCTIME() - lag: the watermark in force for a micro-batch at processing time p is p - lag,
+    whatever its rows say; never backwards; a window ending at e closes at processing time e + lag."""
+    from sqlwin.core.panes import QueryWatermark
+
+    w = WatermarkTracker(lag=5)
+    assert w.at_clock(20) == 15
+    assert w.after_batch([100], processing_time=20) == 15  # rows do not move it
+    assert w.at_clock(18) == 15  # a clock that goes back does not take the watermark with it
+    assert w.wake_time(30) == 35 and w.wake_time(MAX_TIME) is None
+    q = QueryWatermark([WatermarkTracker(lag=5), WatermarkTracker(delay=0)])  # the minimum, as for any streams
+    assert q.at_clock(20) == MIN_TIME
+    assert q.after_batch([None, 12], processing_time=20) == 12
+    assert q.at_clock(30) == 12  # min(30 - 5, 12)
+    assert q.after_batch([None, 40], processing_time=30) == 25
+    assert q.wake_time(50, after=30) == 55
+    rows_only = QueryWatermark([WatermarkTracker(delay=0)])
+    assert rows_only.at_clock(99) == MIN_TIME  # a query without a PROCTIME() watermark: the clock moves nothing

@@ -52,6 +52,34 @@ CASES = [
     ("SELECT k, COUNT(*) FROM t GROUP BY k ALLOWED LATENESS INTERVAL '1' MINUTE",
      "the global window, which needs an EMIT WITH TRIGGER clause"),
     ("SELECT * FROM TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '10' MINUTES", "line 1, col 68: expected ')'"),
+    # GRAMMAR 3: punctuated and processing-time-lag watermarks
+    ("CREATE STREAM s (ts TIMESTAMP,\n  WATERMARK FOR ts AS PROCTIME() - INTERVAL '0' SECOND) USING json",
+     "line 2, col 47: the lag of WATERMARK ... AS PROCTIME() - lag must be a positive interval"),
+    ("CREATE STREAM s (ts TIMESTAMP, WATERMARK FOR ts AS PROCTIME() - INTERVAL '-5' SECOND) USING json",
+     "line 1, col 77: the lag of WATERMARK ... AS PROCTIME() - lag must be a positive interval"),
+    ("CREATE STREAM s (ts TIMESTAMP, WATERMARK FOR ts AS PROCTIME() - 5) USING json",
+     "line 1, col 65: WATERMARK lag must be an INTERVAL"),
+    ("CREATE STREAM s (ts TIMESTAMP, WATERMARK FOR ts AS PROCTIME()) USING json",
+     "line 1, col 52: WATERMARK FOR ts AS PROCTIME() needs a lag: `PROCTIME() - INTERVAL ...`"),
+    ("CREATE STREAM s (ts TIMESTAMP, WATERMARK FOR ts AS PROCTIME() + INTERVAL '5' SECOND) USING json",
+     "line 1, col 52: WATERMARK FOR ts AS PROCTIME() needs a lag"),
+    ("CREATE STREAM s (ts TIMESTAMP, WATERMARK FOR ts AS PROCTIME() - INTERVAL 5 SECONDS ON ROWS WHERE ts IS NULL) "
+     "USING json", "line 1, col 98: ON ROWS WHERE: a PROCTIME() watermark follows the clock, not the rows"),
+    ("CREATE STREAM s (ts TIMESTAMP, k STRING, WATERMARK FOR ts AS ts ON ROWS WHERE k = 'm') USING json\n"
+     "WITH IDLE TIMEOUT INTERVAL 5 SECONDS",
+     "line 2, col 19: WITH IDLE TIMEOUT does not apply to a punctuated watermark (ON ROWS WHERE)"),
+    ("CREATE STREAM r FROM TABLE t ARRIVAL ORDER BY ts WATERMARK FOR ts AS PROCTIME() - INTERVAL 5 SECONDS "
+     "WITH IDLE TIMEOUT INTERVAL 5 SECONDS", "WITH IDLE TIMEOUT does not apply to a PROCTIME() watermark"),
+    ("CREATE STREAM s (ts TIMESTAMP, k STRING, WATERMARK FOR ts AS ts ON ROWS k = 'm') USING json",
+     "line 1, col 65: expected ON ROWS WHERE condition"),
+    ("CREATE STREAM s (ts TIMESTAMP, k STRING, WATERMARK FOR ts AS ts ON ROWS WHERE) USING json",
+     "line 1, col 78: expected a condition after ON ROWS WHERE"),
+    ("CREATE STREAM s (ts TIMESTAMP, k STRING, WATERMARK FOR ts AS ts ON ROWS WHERE MAX(k) = 'm') USING json",
+     "line 1, col 79: a punctuated watermark reads each row on its own: no aggregate, window function or subquery"),
+    ("CREATE STREAM s (ts TIMESTAMP, k STRING, pt AS PROCTIME(),\n  WATERMARK FOR ts AS pt ON ROWS WHERE k = 'm') "
+     "USING json", "line 2, col 23: a punctuated watermark reads the rows as they arrive, not the PROCTIME() column"),
+    ("CREATE STREAM s (ts TIMESTAMP, k STRING, WATERMARK FOR ts AS k) USING json",
+     "line 1, col 62: WATERMARK FOR ts expects `ts`, `ts - INTERVAL ...`, `expr ON ROWS WHERE condition`"),
 ]
 
 

@@ -452,16 +452,29 @@ class WatermarkTracker:
     watermark follows the processing-time clock as if event time kept pace with it: at processing time
     ``p``, ``W = max(W, max_ts + (p - p_last) - delay)``, ``p_last`` being when the last row arrived. So a
     window ending at ``e`` closes ``max(d, e - max_ts + delay)`` of processing time after the last row.
+
+    A punctuated watermark (``ON ROWS WHERE``) is this tracker with delay 0 fed only the marker rows' values.
+    ``PROCTIME() - INTERVAL lag`` (``lag`` set): the watermark in force for a micro-batch at processing time
+    ``p`` is ``p - lag`` (``at_clock``, at its start), whatever its rows say (Flink's TimeLagWatermarkGenerator).
     """
 
-    def __init__(self, delay: int = 0, idle_timeout: int | None = None):
+    def __init__(self, delay: int = 0, idle_timeout: int | None = None, lag: int | None = None):
         self.delay = delay
         self.idle_timeout = idle_timeout
+        self.lag = lag
         self.current = MIN_TIME
         self.max_ts: int | None = None
         self.last_row_at: int | None = None  # processing time of the micro-batch that brought the last row
 
+    def at_clock(self, processing_time: int | None) -> int:
+        """A PROCTIME() - lag watermark at ``processing_time`` (never backwards); others do not move."""
+        if self.lag is not None and processing_time is not None:
+            self.advance_to(processing_time - self.lag)
+        return self.current
+
     def after_batch(self, timestamps: Iterable[int], processing_time: int | None = None) -> int:
+        if self.lag is not None:  # the rows' times do not move it
+            return self.at_clock(processing_time)
         ts = [t for t in timestamps if t is not None]
         if ts:
             self.max_ts = max(ts) if self.max_ts is None else max(self.max_ts, *ts)
@@ -482,7 +495,10 @@ class WatermarkTracker:
                 and self.last_row_at is not None and processing_time - self.last_row_at >= self.idle_timeout)
 
     def wake_time(self, event_timer: int | None) -> int | None:
-        """The processing time at which idleness moves the watermark to ``event_timer`` (None: never)."""
+        """The processing time at which idleness (or the clock, for a PROCTIME() watermark) moves the watermark
+        to ``event_timer`` (None: never)."""
+        if self.lag is not None:
+            return event_timer + self.lag if event_timer is not None and event_timer < MAX_TIME else None
         if self.idle_timeout is None or self.max_ts is None or self.last_row_at is None or event_timer is None:
             return None
         if event_timer >= MAX_TIME:
@@ -534,6 +550,17 @@ class QueryWatermark:
             self.started_at = processing_time
         for tracker in self.trackers:
             tracker.advance_idle(processing_time)
+        return self._combine(processing_time)
+
+    def at_clock(self, processing_time: int | None) -> int:
+        """At the start of a micro-batch at ``processing_time``: the PROCTIME() - lag streams' watermarks, and so
+        the query's, follow the clock (nothing changes for a query without one)."""
+        if not any(t.lag is not None for t in self.trackers):
+            return self.current
+        if self.started_at is None:
+            self.started_at = processing_time
+        for tracker in self.trackers:
+            tracker.at_clock(processing_time)
         return self._combine(processing_time)
 
     def after_batch(self, max_ts: list[int | None], processing_time: int | None) -> int:

@@ -315,7 +315,7 @@ class ClauseParserMixin(_Base):
                                     processing_time=processing_time, watermark=watermark, idle_timeout=idle)
 
     def _parse_watermark_def(self, start: Token) -> exp.Expr:
-        """After ``WATERMARK FOR``: ``col AS expr``."""
+        """After ``WATERMARK FOR``: ``col AS expr [ON ROWS WHERE predicate]`` (punctuated: GRAMMAR 3)."""
         column = self._parse_id_var()
         if column is None:
             self._fail("expected a column after WATERMARK FOR")
@@ -325,7 +325,16 @@ class ClauseParserMixin(_Base):
         if expr is None:
             self._fail("expected an expression after WATERMARK FOR column AS")
         self._mark(expr, expr_start)
-        return self._node(n.WatermarkDef(this=column, expression=expr), start)
+        where = None
+        if self._curr and self._curr.text.upper() == "ON":
+            if not self._match_text_seq("ON", "ROWS", "WHERE"):
+                self._fail("expected ON ROWS WHERE condition (a punctuated watermark)")
+            where_start = self._curr
+            where = self._parse_disjunction()
+            if where is None:
+                self._fail("expected a condition after ON ROWS WHERE")
+            self._mark(where, where_start)
+        return self._node(n.WatermarkDef(this=column, expression=expr, where=where), start)
 
     def _parse_using_format(self) -> exp.Expr | None:
         if not self._match(TokenType.USING):

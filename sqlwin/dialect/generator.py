@@ -176,7 +176,10 @@ class SqlwinGenerator(SparkGenerator):
         return sql
 
     def watermarkdef_sql(self, expression: n.WatermarkDef) -> str:
-        return f"WATERMARK FOR {self.sql(expression, 'this')} AS {self.sql(expression, 'expression')}"
+        sql = f"WATERMARK FOR {self.sql(expression, 'this')} AS {self.sql(expression, 'expression')}"
+        if expression.args.get("where"):
+            sql += f" ON ROWS WHERE {self.sql(expression, 'where')}"
+        return sql
 
     def computedcolumn_sql(self, expression: n.ComputedColumn) -> str:
         return f"{self.sql(expression, 'this')} AS {self.sql(expression, 'expression')}"

@@ -175,9 +175,10 @@ class TriggerParen(Trigger):
 
 
 class WatermarkDef(exp.Expression):
-    """``WATERMARK FOR col AS expr``: ``this`` = column identifier, ``expression`` = expr."""
+    """``WATERMARK FOR col AS expr [ON ROWS WHERE predicate]``: ``this`` = column identifier,
+    ``expression`` = expr, ``where`` = the predicate of a punctuated watermark (or None)."""
 
-    arg_types = {"this": True, "expression": True}
+    arg_types = {"this": True, "expression": True, "where": False}
 
 
 class CreateStream(exp.Expression):

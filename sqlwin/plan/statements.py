@@ -15,8 +15,28 @@ from sqlwin.plan.windows import WindowSpec
 
 @dataclass(frozen=True)
 class WatermarkSpec:
+    """How a stream's watermark moves (GRAMMAR 3): max ``column`` minus ``delay`` (bounded out-of-orderness);
+    or, punctuated (``where`` set), the largest ``expression`` over the rows ``where`` holds for; or, with
+    ``lag`` set, each micro-batch's processing time minus the lag, whatever the rows say."""
+
     column: str
     delay: int  # microseconds; 0 for ``WATERMARK FOR ts AS ts``
+    expression: exp.Expr | None = field(default=None, compare=False)  # punctuated: the marker rows' watermark
+    where: exp.Expr | None = field(default=None, compare=False)  # punctuated: which rows are markers
+    lag: int | None = None  # microseconds: ``PROCTIME() - INTERVAL lag``
+
+    @property
+    def punctuated(self) -> bool:
+        return self.where is not None
+
+    @property
+    def follows_clock(self) -> bool:
+        return self.lag is not None
+
+    @property
+    def from_rows(self) -> bool:
+        """The bounded out-of-orderness form: every row moves it by its own ``column``."""
+        return not self.punctuated and not self.follows_clock
 
 
 @dataclass

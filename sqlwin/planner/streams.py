@@ -13,11 +13,25 @@ FORMATS = ("json", "csv", "parquet", "rate")
 
 
 def plan_watermark(node: n.WatermarkDef, columns: set[str] | None) -> st.WatermarkSpec:
-    """``WATERMARK FOR ts AS ts [- INTERVAL ...]``: bounded out-of-orderness only, as in Flink."""
+    """The four forms of GRAMMAR 3: ``ts``, ``ts - INTERVAL d`` (bounded out-of-orderness, as in Flink),
+    ``expr ON ROWS WHERE predicate`` (punctuated: Flink's punctuated generator) and ``PROCTIME() - INTERVAL
+    lag`` (Flink's TimeLagWatermarkGenerator). The types of a punctuated watermark's expressions are checked
+    with Spark when the stream is created (``sqlwin.streaming.statements``)."""
     column = node.this.name
     if columns is not None and column.lower() not in columns:
         raise SqlwinError.at(node.this, f"WATERMARK FOR {column}: no such column")
     expr = node.expression
+    where = node.args.get("where")
+    proctime = next(iter(expr.find_all(n.Proctime)), None)
+    if proctime is not None:
+        if where is not None:
+            raise SqlwinError.at(where, "ON ROWS WHERE: a PROCTIME() watermark follows the clock, not the rows "
+                                        "(a punctuated watermark is `expr ON ROWS WHERE condition` over the rows)")
+        return st.WatermarkSpec(column, 0, lag=_lag(expr, column, proctime))
+    if where is not None:
+        for part in (where, expr):
+            _row_wise(part)
+        return st.WatermarkSpec(column, 0, expression=expr, where=where)
     if isinstance(expr, exp.Column) and expr.name.lower() == column.lower():
         return st.WatermarkSpec(column, 0)
     if isinstance(expr, exp.Sub) and isinstance(expr.this, exp.Column) and expr.this.name.lower() == column.lower():
@@ -25,7 +39,40 @@ def plan_watermark(node: n.WatermarkDef, columns: set[str] | None) -> st.Waterma
         if delay < 0:
             raise SqlwinError.at(expr.expression, "WATERMARK delay must not be negative")
         return st.WatermarkSpec(column, delay)
-    raise SqlwinError.at(expr, f"WATERMARK FOR {column} expects `{column}` or `{column} - INTERVAL ...`")
+    raise SqlwinError.at(expr, f"WATERMARK FOR {column} expects `{column}`, `{column} - INTERVAL ...`, "
+                               f"`expr ON ROWS WHERE condition` (punctuated) or `PROCTIME() - INTERVAL ...`")
+
+
+def _row_wise(node: exp.Expr) -> None:
+    """A punctuated watermark reads one row at a time (Flink's ``onEvent``): no aggregate, window function or
+    subquery, which would read other rows."""
+    other = next(node.find_all(exp.AggFunc, exp.Window, exp.Subquery, exp.Select), None)
+    if other is not None:  # positioned at the expression, whose start the parser marks
+        raise SqlwinError.at(node, "a punctuated watermark reads each row on its own: no aggregate, window "
+                                   f"function or subquery here ({other.sql('spark')})")
+
+
+def _lag(expr: exp.Expr, column: str, proctime: exp.Expr) -> int:
+    """``PROCTIME() - INTERVAL lag``: the lag, a positive interval."""
+    if not (isinstance(expr, exp.Sub) and isinstance(expr.this, n.Proctime)):
+        raise SqlwinError.at(proctime if expr is proctime else expr,
+                             f"WATERMARK FOR {column} AS PROCTIME() needs a lag: `PROCTIME() - INTERVAL ...` "
+                             "(a positive interval)")
+    lag = interval_micros(expr.expression, "WATERMARK lag")
+    if lag <= 0:
+        raise SqlwinError.at(expr.expression, "the lag of WATERMARK ... AS PROCTIME() - lag must be a positive "
+                                              "interval")
+    return lag
+
+
+def _check_idle(watermark: st.WatermarkSpec | None, idle: exp.Expr | None) -> None:
+    """IDLE TIMEOUT advances a quiet stream's watermark by the clock from its rows' time: a punctuated
+    watermark is not the rows' time, and a PROCTIME() one follows the clock already."""
+    if idle is None or watermark is None or watermark.from_rows:
+        return
+    what = "a punctuated watermark (ON ROWS WHERE)" if watermark.punctuated else \
+        "a PROCTIME() watermark, which follows the clock already"
+    raise SqlwinError.at(idle, f"WITH IDLE TIMEOUT does not apply to {what}")
 
 
 def _options(node: exp.Expr) -> dict[str, str]:
@@ -54,10 +101,18 @@ def plan_create_stream(node: n.CreateStream) -> st.CreateStream:
     if fmt_name not in FORMATS:
         raise SqlwinError.at(fmt, f"CREATE STREAM ... USING {fmt_name}: expected one of {', '.join(FORMATS)}")
     wm = node.args.get("watermark")
+    watermark = plan_watermark(wm, names) if wm else None
+    _check_idle(watermark, node.args.get("idle_timeout"))
+    if watermark is not None and watermark.punctuated and proctime is not None:
+        for part in (watermark.where, watermark.expression):
+            read = next((c for c in part.find_all(exp.Column) if c.name.lower() == proctime.lower()), None)
+            if read is not None:
+                raise SqlwinError.at(read, f"a punctuated watermark reads the rows as they arrive, not the "
+                                           f"PROCTIME() column {proctime}")
     idle_us = _idle_timeout(node.args.get("idle_timeout"))
-    return st.CreateStream(name=node.this.sql("spark"), columns=tuple(columns),
-                           watermark=plan_watermark(wm, names) if wm else None, proctime_column=proctime,
-                           format=fmt_name, options=_options(node), idle_timeout=idle_us, node=node)
+    return st.CreateStream(name=node.this.sql("spark"), columns=tuple(columns), watermark=watermark,
+                           proctime_column=proctime, format=fmt_name, options=_options(node), idle_timeout=idle_us,
+                           node=node)
 
 
 def _idle_timeout(idle: exp.Expr | None) -> int | None:
@@ -69,10 +124,12 @@ def _idle_timeout(idle: exp.Expr | None) -> int | None:
 
 def plan_replay_stream(node: n.CreateReplayStream) -> st.CreateReplayStream:
     source = node.args["source"]
+    watermark = plan_watermark(node.args["watermark"], None)
+    _check_idle(watermark, node.args.get("idle_timeout"))
     return st.CreateReplayStream(
         name=node.this.sql("spark"), source=source.this if isinstance(source, n.TableArg) else source,
         arrival_order=tuple(node.args.get("arrival_order") or ()), micro_batch_by=node.args.get("micro_batch"),
-        watermark=plan_watermark(node.args["watermark"], None), processing_time_by=node.args.get("processing_time"),
+        watermark=watermark, processing_time_by=node.args.get("processing_time"),
         idle_timeout=_idle_timeout(node.args.get("idle_timeout")), node=node)
 
 

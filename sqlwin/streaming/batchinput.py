@@ -3,7 +3,8 @@
 Each stream the query reads gets its rows of the micro-batch under its own view (several streams arrive as
 one DataFrame, told apart by ``SOURCE_COLUMN``), with only its declared columns and its PROCTIME column set
 to the micro-batch's clock. The statistics are aggregates over the same rows (row count ``n``, largest time
-``m<i>`` of stream ``i``), so that an assigner's fused scan computes them in its own Spark job.
+``m<i>`` of stream ``i``: of its marker rows' watermark where it is punctuated), so that an assigner's fused
+scan computes them in its own Spark job.
 """
 
 from __future__ import annotations
@@ -43,14 +44,28 @@ class BatchInput:
                 if stream.proctime_column:
                     part = part.withColumn(stream.proctime_column, F.timestamp_micros(F.lit(processing_time)))
             part.createOrReplaceTempView(self.views.batch_of(i))
-            time_column = stream.watermark.column if stream.watermark else self.shape.time_column
-            column = F.unix_micros(F.col(f"`{time_column}`")) if time_column in data.columns else F.lit(None)
             mine = (F.col(SOURCE_COLUMN) == i) if several else F.lit(True)
-            stats.append(F.max(F.when(mine, column)).cast("bigint").alias(f"m{i}"))
+            stats.append(F.max(F.when(mine, watermark_value(stream, self.shape.time_column, data.columns)))
+                         .cast("bigint").alias(f"m{i}"))
         return stats
 
     def statistics(self, row: Any) -> tuple[int, list[int | None]]:
-        """(rows, each stream's largest time) from the statistics' row."""
+        """(rows, each stream's largest time) from the statistics' row; None where rows do not move the stream's
+        watermark (windows in processing time, a PROCTIME() watermark)."""
         if self.shape.processing_time:  # event times do not move a processing-time watermark
             return int(row["n"]), [None] * len(self.streams)
-        return int(row["n"]), [row[f"m{i}"] for i in range(len(self.streams))]
+        return int(row["n"]), [None if s.watermark is not None and s.watermark.follows_clock else row[f"m{i}"]
+                               for i, s in enumerate(self.streams)]
+
+
+def watermark_value(stream: Any, time_column: str | None, columns: list[str]) -> Any:
+    """What a row offers the watermark, in epoch microseconds (its largest over a micro-batch moves the
+    watermark): the row's time; for a punctuated watermark, ``expr`` over the marker rows and NULL over the
+    others (GRAMMAR 3); NULL where the stream has no such column."""
+    from pyspark.sql import functions as F
+
+    watermark = stream.watermark
+    if watermark is not None and watermark.punctuated:
+        return F.when(F.expr(watermark.where.sql("spark")), F.unix_micros(F.expr(watermark.expression.sql("spark"))))
+    time_column = watermark.column if watermark is not None else time_column
+    return F.unix_micros(F.col(f"`{time_column}`")) if time_column in columns else F.lit(None)

@@ -75,7 +75,8 @@ class MicroBatchOperator:
         self.query = PaneQuery(shape, spark, self.views)
         self.driver = PaneDriver(shape.query.emit, shape.query.lateness, global_window=shape.window is None)
         self.streams = shape.streams or [shape.stream]
-        self.tracker = QueryWatermark([WatermarkTracker(s.watermark.delay if s.watermark else 0, s.idle_timeout)
+        self.tracker = QueryWatermark([WatermarkTracker(s.watermark.delay if s.watermark else 0, s.idle_timeout,
+                                                        s.watermark.lag if s.watermark else None)
                                        for s in self.streams])
         self.counters = {"rows_in": 0, "late_rows_dropped": 0, "panes": 0, "micro_batches": 0}
         self.current_processing_time = 0
@@ -241,6 +242,8 @@ class MicroBatchOperator:
             # and the rows of this micro-batch (PROCTIME = its clock) fall in a window that has not ended
             self.tracker.trackers[0].advance_to(processing_time - 1)
             self.tracker.advance_idle(processing_time)
+        else:  # PROCTIME() - lag watermarks: the micro-batch's clock sets the watermark in force for it
+            self.tracker.at_clock(processing_time)
         scanned = self.scan is not None and data is not None
         if scanned:  # the watermark in force does not depend on the row count here:
             # without rows only idleness moves it, and then nothing was assigned

@@ -35,6 +35,7 @@ from sqlwin.core.panes import DROP_CLOSED, DROP_LATE, MAX_TIME, MIN_TIME, FiredP
 from sqlwin.plan.windows import Column
 from sqlwin.streaming import storage
 from sqlwin.streaming.assigner import WindowAssigner
+from sqlwin.streaming.batchinput import watermark_value
 from sqlwin.streaming.operator import MicroBatchOperator
 from sqlwin.streaming.outputs import FIRED_SCHEMA, fired_table
 from sqlwin.streaming.panequery import PaneQuery
@@ -88,9 +89,7 @@ class Cut:
         self.clock = getattr(stream, "processing_time_by", None)
         if self.clock is not None:
             rows = rows.selectExpr("*", f"UNIX_MICROS({self.clock.sql('spark')}) AS {CLOCK}")
-        time_column = stream.watermark.column if stream.watermark else shape.time_column
-        max_ts = F.max(F.unix_micros(F.col(f"`{time_column}`"))) if time_column in rows.columns else \
-            F.lit(None).cast("bigint")
+        max_ts = F.max(watermark_value(stream, shape.time_column, rows.columns)).cast("bigint")
         self.stats = [F.count(F.lit(1)).alias("n"), max_ts.alias("max_ts"),
                       (F.max(CLOCK) if self.clock is not None else F.lit(None).cast("bigint")).alias("clock")]
         order = ", ".join(o.sql("spark") for o in stream.arrival_order)

@@ -206,6 +206,11 @@ def choose_path(shape: StreamingShape) -> tuple[str, str]:
     stream = shape.stream
     if isinstance(stream, CreateStream) and (stream.idle_timeout or stream.proctime_column):
         reasons.append("IDLE TIMEOUT" if stream.idle_timeout else "PROCTIME column")
+    watermarks = [s.watermark for s in (shape.streams or [stream]) if s.watermark is not None]
+    if any(w.punctuated for w in watermarks):  # Spark's withWatermark follows every row's own time
+        reasons.append("punctuated watermark (ON ROWS WHERE)")
+    if any(w.follows_clock for w in watermarks):
+        reasons.append("PROCTIME() watermark")
     top = q.node.expression if isinstance(q.node, exp.Insert) else q.node
     if shape.carrier is not top:
         reasons.append("a query around the aggregation")

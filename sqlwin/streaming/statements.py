@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from sqlwin.diagnostics import read_failure
 from sqlwin.errors import SqlwinError
 from sqlwin.plan import statements as st
 from sqlwin.results import StatementResult
@@ -142,6 +143,7 @@ def prepare_table(spark: Any, name: str, query: st.WindowedQuery, fmt: str | Non
 def _create_stream(spark: Any, text: str, plan: st.CreateStream) -> StatementResult:
     check_stream_name(spark, plan.name, plan.node)
     df = stream_dataframe(spark, plan)
+    check_punctuation(df, plan.watermark)
     df.createOrReplaceTempView(plan.name)
     catalog.add_stream(spark, plan)
     return StatementResult(text, message=f"stream {plan.name} created")
@@ -154,12 +156,38 @@ def _create_replay_stream(spark: Any, text: str, plan: st.CreateReplayStream) ->
     if isinstance(source, exp.Table):
         sql = f"SELECT * FROM {sql}"
     try:
-        spark.sql(sql).createOrReplaceTempView(plan.name)
+        df = spark.sql(sql)
     except Exception as err:
         raise SqlwinError.at(plan.node, f"CREATE STREAM {plan.name} FROM TABLE: {str(err).splitlines()[0]}") \
             from None
+    check_punctuation(df, plan.watermark)
+    df.createOrReplaceTempView(plan.name)
     catalog.add_stream(spark, plan)
     return StatementResult(text, message=f"replay stream {plan.name} created")
+
+
+def check_punctuation(rows: Any, watermark: st.WatermarkSpec | None) -> None:
+    """A punctuated watermark's condition is a boolean and its value has the type of the watermark column,
+    over the stream's columns (analysed by Spark, nothing read): else a SqlwinError at the expression."""
+    from pyspark.sql import types as T
+
+    if watermark is None or not watermark.punctuated:
+        return
+    assert watermark.where is not None and watermark.expression is not None
+    column_type = next((f.dataType for f in rows.schema.fields if f.name.lower() == watermark.column.lower()), None)
+    for node, what in ((watermark.where, "ON ROWS WHERE"), (watermark.expression, f"WATERMARK FOR {watermark.column}")):
+        try:
+            data_type = rows.selectExpr(node.sql("spark")).schema.fields[0].dataType
+        except Exception as err:  # Spark's first line, without SQLSTATE or its own position
+            raise SqlwinError.at(node, f"{what}: {read_failure(err).message}") from None
+        if node is watermark.where and not isinstance(data_type, T.BooleanType):
+            raise SqlwinError.at(node, f"ON ROWS WHERE expects a condition (BOOLEAN); "
+                                       f"{node.sql('spark')} is {data_type.simpleString().upper()}")
+        if node is watermark.expression and data_type != column_type:
+            wanted = column_type.simpleString().upper() if column_type is not None else "TIMESTAMP"
+            raise SqlwinError.at(node, f"WATERMARK FOR {watermark.column} AS {node.sql('spark')}: the watermark of "
+                                       f"a marker row must be a {wanted}, as {watermark.column} is; got "
+                                       f"{data_type.simpleString().upper()}")
 
 
 def show_tables(spark: Any) -> Any:
