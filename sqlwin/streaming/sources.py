@@ -13,6 +13,7 @@ thread of the driver writes the file of a wake-up when its time comes. Tick rows
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from typing import Any
@@ -40,6 +41,7 @@ class TickFile:
         storage.makedirs(self.path)
         self._timer: threading.Timer | None = None
         self._lock = threading.Lock()
+        self.asked = 0  # ticks written by this object: micro-batches asked for
 
     def read(self) -> dict:
         return {"wanted": max(self._numbers()[0], default=0)}
@@ -62,6 +64,7 @@ class TickFile:
             # the file source lists whole files only: written under a hidden name, then renamed
             line = json.dumps({TICK_COLUMN: tick}) + "\n"
             storage.publish(storage.join(self.path, f"tick-{tick}.json"), line.encode())
+            self.asked += 1
 
     def request(self, tick: int, wake_at: int | None = None, wake_tick: int | None = None) -> None:
         """Ask for a micro-batch now (a ``tick`` above the last one), and/or once the wall clock reaches
@@ -110,10 +113,25 @@ def schema_ddl(stream: CreateStream) -> str:
     return ", ".join(f"`{c.name}` {c.type}" for c in typed)
 
 
+_VARIABLE = re.compile(r"\$\{(?:spark:|sparkconf:)?([^}:]+)\}")
+
+
+def expand_conf(spark: Any, options: dict[str, str]) -> dict[str, str]:
+    """OPTIONS values with ``${key}`` replaced by the session conf's value (``${sqlwin.file_dir}``: the folder of
+    the script ``sqlwin run`` reads), as Spark substitutes variables in the SQL it runs itself; an unset key is
+    left as written, as Spark leaves it."""
+    def value(match: re.Match[str]) -> str:
+        found = spark.conf.get(match.group(1), None)
+        return match.group(0) if found is None else str(found)
+
+    return {k: _VARIABLE.sub(value, v) if isinstance(v, str) and "${" in v else v for k, v in options.items()}
+
+
 def source_dataframe(spark: Any, stream: CreateStream) -> Any:
     """The raw streaming DataFrame of a ``CREATE STREAM`` (declared columns only, no PROCTIME)."""
-    options = {k: v for k, v in stream.options.items() if k.lower() != "path"}
-    path = next((v for k, v in stream.options.items() if k.lower() == "path"), None)
+    given = expand_conf(spark, stream.options)
+    options = {k: v for k, v in given.items() if k.lower() != "path"}
+    path = next((v for k, v in given.items() if k.lower() == "path"), None)
     typed = [c for c in stream.columns if c.type is not None]
     if stream.format == "rate":
         reader = spark.readStream.format("rate").options(**options)
