@@ -68,27 +68,46 @@ def watch(out: Console, err: Console, origins: dict[str, Origin], stop: threadin
         return 0
     live = out.is_terminal if live is None else live
     view = LiveView(out) if live else PlainView(out)
+    failed: list[Any] = []
     with view:
-        while True:
-            running = [t for t in tables if _catching_up(t)]
-            statuses = [t.status() for t in tables]
-            view.show(statuses)
-            failed = [t for t, s in zip(tables, statuses, strict=True) if s.status == "failed"]
-            if failed or stop.is_set() or not running:
-                break
-            stop.wait(refresh)
+        try:
+            while True:
+                running = [t for t in tables if _catching_up(t)]
+                statuses = [t.status() for t in tables]
+                view.show(statuses)
+                failed = [t for t, s in zip(tables, statuses, strict=True) if s.status == "failed"]
+                if failed or stop.is_set() or not running:
+                    break
+                stop.wait(refresh)
+        except Exception:
+            if not stop.is_set():
+                raise
+            return _spark_gone(out)  # the signal reached Spark's JVM too (its process group): it is gone
         if failed or stop.is_set():
-            for table in tables:
-                table.stop()
-            view.show([t.status() for t in tables])
+            try:
+                for table in tables:
+                    table.stop()
+                view.show([t.status() for t in tables])
+            except Exception:
+                if not failed:
+                    return _spark_gone(out)
     if failed:
         for table in failed:
             _report(err, table, origins.get(table.name.lower()))
         return 1
+    why = "/".join(getattr(stop, "names", [])) or "stop"
     if stop.is_set():
-        why = "/".join(getattr(stop, "names", [])) or "stop"
         note(out, f"{why}: stopped {len(tables)} streaming table{'s' if len(tables) != 1 else ''}; "
                   "started again on the same folders, they resume where they stopped")
+    return 0
+
+
+def _spark_gone(out: Console) -> int:
+    """A signal sent to the whole process group (``kill -TERM -<pgid>``, systemd's default ``KillMode``) also
+    stops Spark's JVM, whose shutdown ends every query with its micro-batch in flight uncommitted: as after a
+    crash, a restart runs that micro-batch again (nothing lost or doubled), so this is still a clean end."""
+    note(out, "Spark's JVM was stopped by the signal too: its streaming tables ended uncommitted where they were; "
+              "started again on the same folders, they resume where they stopped")
     return 0
 
 

@@ -9,8 +9,6 @@ from sqlwin.errors import SqlwinError
 from sqlwin.plan import statements as st
 from sqlwin.planner.values import interval_micros
 
-FORMATS = ("json", "csv", "parquet", "rate")
-
 
 def plan_watermark(node: n.WatermarkDef, columns: set[str] | None) -> st.WatermarkSpec:
     """``WATERMARK FOR ts AS ts [- INTERVAL ...]``: bounded out-of-orderness only, as in Flink."""
@@ -51,8 +49,7 @@ def plan_create_stream(node: n.CreateStream) -> st.CreateStream:
     names = {c.name.lower() for c in columns}
     fmt = node.args.get("format")
     fmt_name = fmt.name.lower() if fmt else "json"
-    if fmt_name not in FORMATS:
-        raise SqlwinError.at(fmt, f"CREATE STREAM ... USING {fmt_name}: expected one of {', '.join(FORMATS)}")
+    # any Spark streaming source: sqlwin.streaming.sources asks Spark for it when the stream is created
     wm = node.args.get("watermark")
     idle_us = _idle_timeout(node.args.get("idle_timeout"))
     return st.CreateStream(name=node.this.sql("spark"), columns=tuple(columns),
