@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 REFRESH_SECONDS = 1.0
+HEADERS = {"status": "status", "micro_batches": "batches", "rows_in": "rows in", "input_rows_per_second": "rows/s",
+           "watermark": "watermark", "open_windows": "windows", "state_rows": "state", "late_rows_dropped": "late",
+           "last_micro_batch": "last batch"}  # short: the table fits an 80-column terminal
 COLUMNS = ("status", "micro_batches", "rows_in", "input_rows_per_second", "watermark", "open_windows",
            "state_rows", "late_rows_dropped", "last_micro_batch")
 
@@ -175,15 +178,18 @@ class LiveView:
         self.live.__exit__(None, None, None)
 
     def show(self, statuses: list[Any]) -> None:
+        from rich import box
         from rich.table import Table
 
         table = Table(title="streaming tables (Ctrl-C stops them; they resume when started again)",
-                      title_justify="left")
+                      title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
         table.add_column("table")
         for column in COLUMNS:
-            table.add_column(column.replace("_", " "), justify="left" if column in ("status", "watermark",
-                                                                                    "last_micro_batch") else "right")
+            left = column in ("status", "watermark", "last_micro_batch")
+            table.add_column(HEADERS[column], justify="left" if left else "right")
         for status in statuses:
             style = {"failed": "red", "stopped": "dim"}.get(status.status)
-            table.add_row(status.name, *cells(status), style=style)
+            values = cells(status)
+            values[-1] = values[-1][-12:-4] if len(values[-1]) > 12 else values[-1]  # the time of day: HH:MM:SS
+            table.add_row(status.name, *values, style=style)
         self.live.update(table, refresh=True)
