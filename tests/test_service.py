@@ -240,3 +240,27 @@ def test_variables_of_the_session_conf_in_options(spark) -> None:
     finally:
         spark.conf.unset("sqlwin.file_dir")
 
+
+
+def test_available_now_on_the_native_path_fires_what_the_files_complete_and_ends(spark, stream: Feeder) -> None:
+    """Spark's own aggregation under availableNow: one run reads the files there are, and its last micro-batch
+    (no new data) closes the windows the watermark passed; the watch then ends by itself."""
+    from sqlwin.streaming.tables import AVAILABLE_NOW_CONF
+
+    for rows in BATCHES[:2]:  # W -> 10 once both are read
+        stream.write(rows)
+    spark.conf.set(AVAILABLE_NOW_CONF, "true")
+    try:
+        sqlwin.sql(spark, "CREATE STREAMING TABLE svc_now AS SELECT window_start, window_end, COUNT(*) AS c "
+                          "FROM TUMBLE(TABLE s_svc, DESCRIPTOR(ts), INTERVAL 10 SECONDS) "
+                          "GROUP BY window_start, window_end")
+    finally:
+        spark.conf.unset(AVAILABLE_NOW_CONF)
+    table = catalog.find_table("svc_now")
+    assert table.path == "native"
+    out_console, out, err_console, err = consoles()
+    with service.stop_signals() as stop:
+        code = service.watch(out_console, err_console, {}, stop, refresh=0.2, live=False)
+    assert code == 0 and not table.is_active, err.getvalue()
+    assert re.search(r"svc_now stopped micro_batches=2 rows_in=4 ", out.getvalue()), out.getvalue()
+    assert rows_of(spark.table("svc_now"), ["window_start", "window_end", "c"]) == [(at(0), at(10), 3)]
