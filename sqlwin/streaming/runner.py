@@ -74,7 +74,7 @@ def start_custom(table: Any, clock: Callable[[], int] | None = None) -> Any:
     def restart() -> Any:
         """A catch-up run asked for a micro-batch after its end: the same writer, a new run of its query."""
         operator.query_stop = NEVER  # bound to the new run at its first micro-batch (the old one is inactive)
-        return writer.start()
+        return connect.start_query(writer, table.name) if remote else writer.start()
 
     table.restart_query = restart
     if remote:  # the server restarted the operator's timers; the client reads what it commits through Spark
