@@ -41,6 +41,9 @@ DESCRIPTION = "Flink/Beam/Storm streaming-window SQL on Apache Spark."
 EPILOG = """examples:
   sqlwin run sql_examples/tumble_bids.sql       run every statement of a file on a local Spark
   sqlwin run --show-rewrite FILE                also print the Spark SQL each statement became
+  sqlwin run pipeline.sql                       a file that starts streaming tables lasts while they run
+                                                (live status; Ctrl-C or SIGTERM stops them, resumable)
+  sqlwin run --available-now pipeline.sql       catch up: read what the sources hold, fire what that completes, exit
   sqlwin run models/                            run a folder of dbt-style models
   sqlwin -e "SELECT 1 AS x"                     run statements given on the command line
   sqlwin rewrite FILE [--target duckdb]         print the rewritten SQL, without running it
