@@ -12,6 +12,7 @@ folder resumes where it stopped, with nothing lost or counted twice.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -77,7 +78,10 @@ class StreamingTable:
         self.committed_state: Any = None  # over Spark Connect: reads the server's committed operator state
         self.restart_query: Callable[[], Any] | None = None  # the custom path's writer, started again
         self._asked_at_start = 0
-        self._native: dict[int, Any] = {}  # native path: each micro-batch's progress (recentProgress keeps 100)
+        # native path: Spark's progress summed as it comes (recentProgress keeps the last 100 micro-batches only)
+        self._native: dict[str, Any] = {"last_batch": -1, "micro_batches": 0, "rows_in": 0, "dropped": 0,
+                                        "state_rows": 0, "watermark": None}
+        self._native_lock = threading.Lock()
 
     # -- life cycle -----------------------------------------------------------------------------
     def start(self) -> StreamingTable:
@@ -166,18 +170,21 @@ class StreamingTable:
             c = op.counters
             return Status(self.name, state, self.path, c["micro_batches"], c["rows_in"], _ts(op.watermark),
                           op.state_rows, op.open_windows, c["late_rows_dropped"], error, *self._last_progress())
-        for progress in (q.recentProgress if q is not None else []):  # the last 100; kept here as they come
-            self._native[progress.batchId] = progress
-        rows_in = dropped = state_rows = 0
-        watermark = None
-        for _, progress in sorted(self._native.items()):
-            rows_in += progress.numInputRows or 0  # an attribute: Connect's progress dict lacks the key
-            ops = progress.get("stateOperators") or []
-            dropped += sum(o.get("numRowsDroppedByWatermark", 0) or 0 for o in ops)
-            state_rows = sum(o.get("numRowsTotal", 0) or 0 for o in ops)
-            watermark = (progress.get("eventTime") or {}).get("watermark", watermark)
-        return Status(self.name, state, self.path, len(self._native), rows_in, watermark, state_rows, state_rows,
-                      dropped, error, *self._last_progress())
+        totals = self._native
+        with self._native_lock:  # SHOW from several JDBC connections at once counts each micro-batch once
+            for progress in (q.recentProgress if q is not None else []):  # the last 100: totals kept as they come
+                if progress.batchId <= totals["last_batch"]:
+                    continue
+                ops = progress.get("stateOperators") or []
+                totals["last_batch"] = progress.batchId
+                totals["micro_batches"] += 1
+                totals["rows_in"] += progress.numInputRows or 0  # an attribute: Connect's progress dict lacks the key
+                totals["dropped"] += sum(o.get("numRowsDroppedByWatermark", 0) or 0 for o in ops)
+                totals["state_rows"] = sum(o.get("numRowsTotal", 0) or 0 for o in ops)
+                totals["watermark"] = (progress.get("eventTime") or {}).get("watermark", totals["watermark"])
+        state_rows = totals["state_rows"]
+        return Status(self.name, state, self.path, totals["micro_batches"], totals["rows_in"], totals["watermark"],
+                      state_rows, state_rows, totals["dropped"], error, *self._last_progress())
 
     def _last_progress(self) -> tuple[float | None, str | None]:
         """(input rows per second, start time) of Spark's last micro-batch of this query."""
