@@ -35,11 +35,15 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from sqlwin.results import StatementResult
+    from sqlwin.service import Origin
 
 DESCRIPTION = "Flink/Beam/Storm streaming-window SQL on Apache Spark."
 EPILOG = """examples:
   sqlwin run sql_examples/tumble_bids.sql       run every statement of a file on a local Spark
   sqlwin run --show-rewrite FILE                also print the Spark SQL each statement became
+  sqlwin run pipeline.sql                       a file that starts streaming tables lasts while they run
+                                                (live status; Ctrl-C or SIGTERM stops them, resumable)
+  sqlwin run --available-now pipeline.sql       catch up: read what the sources hold, fire what that completes, exit
   sqlwin run models/                            run a folder of dbt-style models
   sqlwin -e "SELECT 1 AS x"                     run statements given on the command line
   sqlwin rewrite FILE [--target duckdb]         print the rewritten SQL, without running it
@@ -77,6 +81,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-progress", action="store_true", help="never draw the Spark progress line")
     run.add_argument("--conf", action="append", default=[], type=_conf_item, metavar="KEY=VALUE",
                      help="extra Spark conf (repeatable)")
+    run.add_argument("--available-now", action="store_true",
+                     help="streaming tables read what their sources hold now (firing the windows that completes), "
+                          "then the run exits; without it the run lasts while any streaming table runs "
+                          "(Ctrl-C or SIGTERM stops them)")
+    run.add_argument("--refresh", type=float, default=1.0, metavar="SECONDS",
+                     help="how often the streaming tables' status is refreshed (default 1)")
     run.set_defaults(func=cmd_run)
 
     rw = sub.add_parser("rewrite", help="print the SQL that sqlwin produces for each statement",
@@ -177,15 +187,27 @@ def cmd_run(args: argparse.Namespace) -> int:
         else:
             print(f"error: no such file or folder: {path}", file=sys.stderr)
             return 1
+    from sqlwin.service import stop_signals, watch
+    from sqlwin.streaming.catalog import all_tables
+    from sqlwin.streaming.tables import AVAILABLE_NOW_CONF
+
     spark = start_spark(dict(args.conf))
+    if args.available_now:
+        spark.conf.set(AVAILABLE_NOW_CONF, "true")
     out, err = consoles()
     runner = Runner(spark, out, err, plan=args.plan, max_rows=args.max_rows,
                     show_rewrite=args.show_rewrite, progress=not args.no_progress)
-    for source in sources:
-        runner.run_source(source)
-    if folder is not None:
-        runner.run_models(folder)
-    return 0
+    try:
+        for source in sources:
+            runner.run_source(source)
+        if folder is not None:
+            runner.run_models(folder)
+    except (Failed, KeyboardInterrupt):
+        for table in all_tables():  # what the script started so far ends cleanly (resumable), not with the JVM
+            table.stop()
+        raise
+    with stop_signals() as stop:  # the process lives while its streaming tables run
+        return watch(out, err, runner.origins, stop, refresh=args.refresh)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -260,6 +282,8 @@ appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
 logger.native.name = org.apache.hadoop.util.NativeCodeLoader
 logger.native.level = error
+logger.stream.name = org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution
+logger.stream.level = off
 """
 
 
@@ -267,7 +291,9 @@ def quiet_spark_conf(conf: dict[str, str]) -> dict[str, str]:
     """``conf`` plus a log4j2 configuration that keeps Spark's start-up chatter off the terminal.
 
     Spark's default profile prints several lines at start-up; a custom file whose root level
-    equals the shell's (WARN) prints none. Skipped when SQLWIN_SPARK_LOG_LEVEL asks for more.
+    equals the shell's (WARN) prints none. A streaming query that fails is logged with its Java stack trace
+    by MicroBatchExecution: silenced, since ``sqlwin run`` reports it in the statement's terms. Skipped when
+    SQLWIN_SPARK_LOG_LEVEL asks for more.
     """
     import tempfile
 
@@ -318,18 +344,25 @@ class Runner:
                  max_rows: int = 50, show_rewrite: bool = False, progress: bool = True):
         self.spark, self.out, self.err = spark, out, err
         self.plan, self.max_rows, self.show_rewrite, self.progress = plan, max_rows, show_rewrite, progress
+        self.origins: dict[str, Origin] = {}  # streaming table -> where its statement is (its errors point there)
 
     def run_source(self, source: Source) -> None:
         from sqlwin.pipeline import execute_statement, split_statements
+        from sqlwin.service import Origin
+        from sqlwin.streaming.catalog import all_tables
 
         self.spark.conf.set(FILE_DIR_CONF, source.directory)
         with self.guard(source, None):
             statements = split_statements(source.text)
         for statement, start in zip(statements, statement_starts(source.text, statements), strict=True):
+            before = {id(t) for t in all_tables()}
             with self.guard(source, start, statement):
                 with self.progress_line():
                     result = execute_statement(self.spark, statement, plan=self.plan)
                 self.show(result, start)
+            for table in all_tables():
+                if id(table) not in before:  # its statement's text and start, as _Guard reports errors
+                    self.origins[table.name.lower()] = Origin(source.name, source.text, start)
 
     def run_models(self, folder: Path) -> None:
         from sqlwin.models import run_models

@@ -9,8 +9,6 @@ from sqlwin.errors import SqlwinError
 from sqlwin.plan import statements as st
 from sqlwin.planner.values import interval_micros
 
-FORMATS = ("json", "csv", "parquet", "rate")
-
 
 def plan_watermark(node: n.WatermarkDef, columns: set[str] | None) -> st.WatermarkSpec:
     """The four forms of GRAMMAR 3: ``ts``, ``ts - INTERVAL d`` (bounded out-of-orderness, as in Flink),
@@ -98,8 +96,7 @@ def plan_create_stream(node: n.CreateStream) -> st.CreateStream:
     names = {c.name.lower() for c in columns}
     fmt = node.args.get("format")
     fmt_name = fmt.name.lower() if fmt else "json"
-    if fmt_name not in FORMATS:
-        raise SqlwinError.at(fmt, f"CREATE STREAM ... USING {fmt_name}: expected one of {', '.join(FORMATS)}")
+    # any Spark streaming source: sqlwin.streaming.sources asks Spark for it when the stream is created
     wm = node.args.get("watermark")
     watermark = plan_watermark(wm, names) if wm else None
     _check_idle(watermark, node.args.get("idle_timeout"))

@@ -96,9 +96,7 @@ def start_native(table: Any) -> Any:
     function = connect.ServerBatchFunction(write) if remote else write
     writer = result.writeStream.outputMode("append").foreachBatch(function) \
         .option("checkpointLocation", storage.join(table.location, "checkpoint")).queryName(f"sqlwin_{tag}")
-    trigger = table.options.get("trigger")
-    if trigger:
-        writer = writer.trigger(processingTime=trigger)
+    writer = table.apply_trigger(writer)
     # Spark judges late rows by the watermark of the micro-batch *before* the one in force when several stateful
     # operators may be chained; with one operator and that option off, it drops (row, window) with
     # window_end <= the watermark in force, as GRAMMAR 4 says, also when micro-batches follow with no

@@ -10,6 +10,7 @@ from sqlwin.errors import SqlwinError
 from sqlwin.streaming import connect, storage
 from sqlwin.streaming.operator import MicroBatchOperator
 from sqlwin.streaming.sources import SOURCE_COLUMN, TickFile, stream_dataframe, tick_dataframe
+from sqlwin.streaming.stopping import NEVER
 
 
 def table_tag(name: str) -> str:
@@ -25,6 +26,15 @@ class InjectedClockTicks(TickFile):
         super().request(tick)
 
 
+class CatchUpTicks(TickFile):
+    """Ticks of an ``available-now`` table (``sqlwin run --available-now``): the no-data micro-batch after a
+    watermark move is asked for (the table's query starts again to read it: ``StreamingTable.catching_up``),
+    no wake-up by processing time, which a catch-up run does not wait for."""
+
+    def request(self, tick: int, wake_at: int | None = None, wake_tick: int | None = None) -> None:
+        super().request(tick)
+
+
 def start_custom(table: Any, clock: Callable[[], int] | None = None) -> Any:
     """``clock``: the processing-time clock (epoch microseconds) for tests; default the wall clock."""
     from pyspark.sql import functions as F
@@ -32,7 +42,8 @@ def start_custom(table: Any, clock: Callable[[], int] | None = None) -> Any:
     spark = table.spark
     shape = table.shape
     path = storage.join(table.location, "ticks")
-    ticks = TickFile(path) if clock is None else InjectedClockTicks(path)
+    ticks = InjectedClockTicks(path) if clock is not None else CatchUpTicks(path) if table.available_now \
+        else TickFile(path)
     extra = {} if clock is None else {"clock": clock}
     operator = MicroBatchOperator(spark, shape, table.location, table.sink, table.late_sink,
                                   table_tag(table.name), ticks=ticks, **extra)
@@ -51,9 +62,7 @@ def start_custom(table: Any, clock: Callable[[], int] | None = None) -> Any:
     writer = data.writeStream.foreachBatch(function) \
         .option("checkpointLocation", storage.join(table.location, "checkpoint")) \
         .queryName(f"sqlwin_{table_tag(table.name)}")
-    trigger = table.options.get("trigger")
-    if trigger:
-        writer = writer.trigger(processingTime=trigger)
+    writer = table.apply_trigger(writer)
     if remote:
         query = connect.start_query(writer, table.name)
     else:
@@ -61,6 +70,13 @@ def start_custom(table: Any, clock: Callable[[], int] | None = None) -> Any:
             query = writer.start()
         except Exception as err:
             raise SqlwinError(f"cannot start streaming table {table.name}: {str(err).splitlines()[0]}") from None
+
+    def restart() -> Any:
+        """A catch-up run asked for a micro-batch after its end: the same writer, a new run of its query."""
+        operator.query_stop = NEVER  # bound to the new run at its first micro-batch (the old one is inactive)
+        return connect.start_query(writer, table.name) if remote else writer.start()
+
+    table.restart_query = restart
     if remote:  # the server restarted the operator's timers; the client reads what it commits through Spark
         table.committed_state = connect.CommittedState(spark, operator.store.root)
     else:

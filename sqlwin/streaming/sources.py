@@ -13,6 +13,7 @@ thread of the driver writes the file of a wake-up when its time comes. Tick rows
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from typing import Any
@@ -23,7 +24,10 @@ from sqlwin.streaming import storage
 
 TICK_COLUMN = "__sqlwin_tick"
 SOURCE_COLUMN = "__sqlwin_source"  # which stream a row came from, when a query reads several
-FILE_FORMATS = ("json", "csv", "parquet")
+FILE_FORMATS = ("json", "csv", "parquet", "orc", "xml", "avro")  # read with the declared schema
+RATE_FORMATS = ("rate", "rate-micro-batch")  # (timestamp, value) taken by position
+VALUE_FORMAT = "value.format"  # OPTIONS key: parse the declared columns from the source's value column
+VALUE_FORMATS = ("json", "csv")
 
 
 class TickFile:
@@ -40,6 +44,7 @@ class TickFile:
         storage.makedirs(self.path)
         self._timer: threading.Timer | None = None
         self._lock = threading.Lock()
+        self.asked = 0  # ticks written by this object: micro-batches asked for
 
     def read(self) -> dict:
         return {"wanted": max(self._numbers()[0], default=0)}
@@ -62,6 +67,7 @@ class TickFile:
             # the file source lists whole files only: written under a hidden name, then renamed
             line = json.dumps({TICK_COLUMN: tick}) + "\n"
             storage.publish(storage.join(self.path, f"tick-{tick}.json"), line.encode())
+            self.asked += 1
 
     def request(self, tick: int, wake_at: int | None = None, wake_tick: int | None = None) -> None:
         """Ask for a micro-batch now (a ``tick`` above the last one), and/or once the wall clock reaches
@@ -110,31 +116,101 @@ def schema_ddl(stream: CreateStream) -> str:
     return ", ".join(f"`{c.name}` {c.type}" for c in typed)
 
 
+_VARIABLE = re.compile(r"\$\{(?:spark:|sparkconf:)?([^}:]+)\}")
+
+
+def expand_conf(spark: Any, options: dict[str, str]) -> dict[str, str]:
+    """OPTIONS values with ``${key}`` replaced by the session conf's value (``${sqlwin.file_dir}``: the folder of
+    the script ``sqlwin run`` reads), as Spark substitutes variables in the SQL it runs itself; an unset key is
+    left as written, as Spark leaves it."""
+    def value(match: re.Match[str]) -> str:
+        found = spark.conf.get(match.group(1), None)
+        return match.group(0) if found is None else str(found)
+
+    return {k: _VARIABLE.sub(value, v) if isinstance(v, str) and "${" in v else v for k, v in options.items()}
+
+
 def source_dataframe(spark: Any, stream: CreateStream) -> Any:
-    """The raw streaming DataFrame of a ``CREATE STREAM`` (declared columns only, no PROCTIME)."""
-    options = {k: v for k, v in stream.options.items() if k.lower() != "path"}
-    path = next((v for k, v in stream.options.items() if k.lower() == "path"), None)
+    """The raw streaming DataFrame of a ``CREATE STREAM`` (declared columns only, no PROCTIME): a file folder
+    (json, csv, parquet, ...: new files are new rows), the rate source, or any other Spark streaming source."""
+    given = expand_conf(spark, stream.options)
+    options = {k: v for k, v in given.items() if k.lower() != "path"}
+    path = next((v for k, v in given.items() if k.lower() == "path"), None)
     typed = [c for c in stream.columns if c.type is not None]
-    if stream.format == "rate":
-        reader = spark.readStream.format("rate").options(**options)
+    if stream.format in RATE_FORMATS:
+        reader = spark.readStream.format(stream.format).options(**options)
         df = reader.load()
         rate_cols = [("timestamp", "timestamp"), ("value", "bigint")]
         if len(typed) > 2:
-            raise SqlwinError.at(stream.node, "USING rate gives two columns (a TIMESTAMP and a BIGINT); "
-                                              f"declare at most two, got {len(typed)}")
+            raise SqlwinError.at(stream.node, f"USING {stream.format} gives two columns (a TIMESTAMP and a "
+                                              f"BIGINT); declare at most two, got {len(typed)}")
         exprs = [f"CAST(`{src}` AS {c.type}) AS `{c.name}`" for (src, _), c in zip(rate_cols, typed, strict=False)]
         return df.selectExpr(*exprs)
+    if not typed:
+        raise SqlwinError.at(stream.node, f"CREATE STREAM {stream.name}: declare the columns and their types")
     if stream.format not in FILE_FORMATS:
-        raise SqlwinError.at(stream.node, f"USING {stream.format}: expected json, csv, parquet or rate")
+        return any_source(spark, stream, options, path)
     if path is None:
         raise SqlwinError.at(stream.node, f"CREATE STREAM {stream.name} USING {stream.format} needs "
                                           "OPTIONS (path '<directory>'): new files there are new data")
-    if not typed:
-        raise SqlwinError.at(stream.node, f"CREATE STREAM {stream.name}: declare the columns and their types")
     if stream.format == "csv":
         options.setdefault("header", "true")
     storage.makedirs(path)  # a stream over a folder that does not exist yet is empty, not an error
     return spark.readStream.format(stream.format).schema(schema_ddl(stream)).options(**options).load(path)
+
+
+def any_source(spark: Any, stream: CreateStream, options: dict[str, str], path: str | None) -> Any:
+    """Any other Spark streaming source (kafka, socket, delta, rate-micro-batch, a Python data source registered
+    with ``spark.dataSource.register``), its options passed through. The declared columns are the source's
+    columns of those names, cast to the declared types; with ``OPTIONS ('value.format' 'json'|'csv')`` they
+    are parsed from the source's ``value`` (Kafka's bytes, a socket's lines) instead, as Flink's ``value.format``.
+    A source that wants a schema (a Python data source without one of its own) gets the declared columns."""
+    fmt = stream.format
+    value_format = options.pop(VALUE_FORMAT, None)
+    reader = spark.readStream.format(fmt).options(**options)
+    try:
+        df = reader.load(path) if path is not None else reader.load()
+    except Exception as err:  # some sources need the schema they read with (file-like and Python sources)
+        try:
+            df = reader.schema(schema_ddl(stream)).load(path) if path is not None else \
+                reader.schema(schema_ddl(stream)).load()
+        except Exception:
+            raise SqlwinError.at(stream.node, f"CREATE STREAM {stream.name} USING {fmt}: "
+                                              f"{_first_line(err)}") from None
+    typed = [c for c in stream.columns if c.type is not None]
+    if value_format is not None:
+        return _parsed_value(stream, df, value_format.lower())
+    have = {f.name.lower(): f.name for f in df.schema.fields}
+    missing = [c.name for c in typed if c.name.lower() not in have]
+    if missing:
+        raise SqlwinError.at(stream.node, f"CREATE STREAM {stream.name} USING {fmt}: the source has no column "
+                                          f"{', '.join(missing)} (its columns: {', '.join(have.values())}); to "
+                                          f"parse the columns from its value, add OPTIONS ('{VALUE_FORMAT}' 'json')")
+    return df.selectExpr(*[f"CAST(`{have[c.name.lower()]}` AS {c.type}) AS `{c.name}`" for c in typed])
+
+
+def _parsed_value(stream: CreateStream, df: Any, value_format: str) -> Any:
+    from pyspark.sql import functions as F
+
+    if value_format not in VALUE_FORMATS:
+        raise SqlwinError.at(stream.node, f"CREATE STREAM {stream.name}: OPTIONS ('{VALUE_FORMAT}' "
+                                          f"'{value_format}'): expected {' or '.join(VALUE_FORMATS)}")
+    if "value" not in {f.name.lower() for f in df.schema.fields}:
+        raise SqlwinError.at(stream.node, f"CREATE STREAM {stream.name} USING {stream.format}: "
+                                          f"'{VALUE_FORMAT}' parses the source's value column, and it has none "
+                                          f"(its columns: {', '.join(f.name for f in df.schema.fields)})")
+    parse = F.from_json if value_format == "json" else F.from_csv
+    value = F.col("value").cast("string")
+    parsed = df.select(parse(value, schema_ddl(stream)).alias("__sqlwin_value"))
+    return parsed.select("__sqlwin_value.*")
+
+
+def _first_line(err: BaseException) -> str:
+    """Spark's message without the JVM's stack (a py4j error over a Java exception pyspark does not convert)."""
+    java = getattr(err, "java_exception", None)
+    text = str(java.getMessage() or java.toString()) if java is not None else str(err)
+    text = text.strip()
+    return text.splitlines()[0] if text else type(err).__name__
 
 
 def stream_dataframe(spark: Any, stream: CreateStream, with_proctime: bool = True) -> Any:

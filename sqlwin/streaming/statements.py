@@ -19,7 +19,7 @@ from sqlwin.streaming.compaction import CompactionPolicy
 from sqlwin.streaming.names import check_outputs, check_replay_outputs, check_stream_name
 from sqlwin.streaming.shape import StreamingShape, analyse
 from sqlwin.streaming.sinks import sink_format
-from sqlwin.streaming.sources import stream_dataframe
+from sqlwin.streaming.sources import expand_conf, stream_dataframe
 from sqlwin.streaming.tables import StreamingTable, latest_view_sql, table_location
 
 STREAMING_PLANS = (st.CreateStream, st.CreateReplayStream, st.CreateStreamingTable, st.ShowStreamingTables,
@@ -127,6 +127,7 @@ def prepare_table(spark: Any, name: str, query: st.WindowedQuery, fmt: str | Non
                   text: str, clock: Callable[[], int] | None = None, name_node: exp.Expr | None = None,
                   insert: bool = False) -> PreparedTable:
     """The streaming table of a statement, checked in full and not started (nothing written, nothing run)."""
+    options = expand_conf(spark, options)  # ${sqlwin.file_dir} in a path or checkpoint
     check_outputs(spark, name, query, name_node, insert)
     if fmt:
         sink_format(spark, fmt, name)  # a format Spark has no file source for
@@ -193,7 +194,8 @@ def check_punctuation(rows: Any, watermark: st.WatermarkSpec | None) -> None:
 def show_tables(spark: Any) -> Any:
     rows = [s.__dict__ for s in (t.status() for t in catalog.all_tables())]
     schema = ("name string, status string, path string, micro_batches bigint, rows_in bigint, watermark string, "
-              "state_rows bigint, open_windows bigint, late_rows_dropped bigint, error string")
+              "state_rows bigint, open_windows bigint, late_rows_dropped bigint, error string, "
+              "input_rows_per_second double, last_micro_batch string")
     return spark.createDataFrame([tuple(r.values()) for r in rows], schema)
 
 

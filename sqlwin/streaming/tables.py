@@ -12,6 +12,7 @@ folder resumes where it stopped, with nothing lost or counted twice.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,8 @@ from sqlwin.streaming.shape import StreamingShape, choose_path
 from sqlwin.streaming.sinks import BatchSink, sink_format
 from sqlwin.streaming.storage import streaming_root
 
+# `sqlwin run --available-now`: every streaming table the session starts reads what is available, then stops
+AVAILABLE_NOW_CONF = "sqlwin.streaming.availableNow"
 # OPTIONS sqlwin reads; any other is an option of the sink's format, given to Spark's writer and reader
 SQLWIN_OPTIONS = ("path", "checkpoint", "trigger", "latest", "compaction", "compaction_target", "compaction_batches",
                   "compaction_retention")
@@ -42,6 +45,8 @@ class Status:
     open_windows: int
     late_rows_dropped: int
     error: str | None = None
+    input_rows_per_second: float | None = None  # of Spark's last micro-batch (tick rows included)
+    last_micro_batch: str | None = None  # when Spark's last micro-batch started (UTC)
 
 
 class StreamingTable:
@@ -67,10 +72,16 @@ class StreamingTable:
         late = shape.late_rows_to
         self.late_sink = BatchSink(late, storage.join(self.location, "late_rows"), wanted, compaction,
                                    spark_options) if late else None
+        self.available_now = str(spark.conf.get(AVAILABLE_NOW_CONF, "false")).lower() == "true"
         self.query: Any = None
         self.operator: Any = None
         self.committed_state: Any = None  # over Spark Connect: reads the server's committed operator state
-        self._native_metrics = {"rows_in": 0, "late_rows_dropped": 0}
+        self.restart_query: Callable[[], Any] | None = None  # the custom path's writer, started again
+        self._asked_at_start = 0
+        # native path: Spark's progress summed as it comes (recentProgress keeps the last 100 micro-batches only)
+        self._native: dict[str, Any] = {"last_batch": -1, "micro_batches": 0, "rows_in": 0, "dropped": 0,
+                                        "state_rows": 0, "watermark": None}
+        self._native_lock = threading.Lock()
 
     # -- life cycle -----------------------------------------------------------------------------
     def start(self) -> StreamingTable:
@@ -84,6 +95,7 @@ class StreamingTable:
         latest = self.options.get("latest")
         latest_sql = latest_view_sql(self.shape, self.name, latest) if latest else None
         self.query = start_native(self) if self.path == "native" else start_custom(self, clock=self.clock)
+        self._asked_at_start = self._ticks_asked()
         if latest_sql:
             self.spark.sql(latest_sql)
         catalog.add_table(self)
@@ -102,6 +114,34 @@ class StreamingTable:
             self.operator.ticks.close()
         if self.operator is not None and self.committed_state is None:  # over Connect: refreshed on the server
             self.operator.show_committed()
+
+    def apply_trigger(self, writer: Any) -> Any:
+        """The writer with the table's trigger: ``availableNow`` under ``sqlwin run --available-now``, else the
+        ``trigger`` option's processing-time interval, else Spark's default (a micro-batch as soon as the last
+        one ends)."""
+        if self.available_now:
+            return writer.trigger(availableNow=True)
+        trigger = self.options.get("trigger")
+        return writer.trigger(processingTime=trigger) if trigger else writer
+
+    def _ticks_asked(self) -> int:
+        ticks = self.operator.ticks if self.operator is not None else None
+        return int(getattr(ticks, "asked", 0))
+
+    def catching_up(self) -> bool:
+        """Whether an ``available-now`` table still has work: its query runs, or it ended having asked for a
+        no-data micro-batch (a window due at the new watermark) that Spark's availableNow, which reads only
+        what the sources held when the query started, left unread; then the query starts again to run it.
+        Spark's own stateful operators (the native path) get that micro-batch within the run."""
+        if self.is_active:
+            return True
+        if self.query is None or self.query.exception() is not None or self.restart_query is None:
+            return False
+        if not self.available_now or self._ticks_asked() == self._asked_at_start:
+            return False
+        self._asked_at_start = self._ticks_asked()
+        self.query = self.restart_query()
+        return True
 
     def await_termination(self, timeout: float | None = None) -> bool | None:
         return self.query.awaitTermination(timeout) if timeout is not None else self.query.awaitTermination()
@@ -129,17 +169,31 @@ class StreamingTable:
             op = self.operator
             c = op.counters
             return Status(self.name, state, self.path, c["micro_batches"], c["rows_in"], _ts(op.watermark),
-                          op.state_rows, op.open_windows, c["late_rows_dropped"], error)
-        rows_in = dropped = batches = state_rows = 0
-        watermark = None
-        for progress in (q.recentProgress if q is not None else []):
-            rows_in += progress.numInputRows or 0  # an attribute: Connect's progress dict lacks the key
-            batches += 1
-            ops = progress.get("stateOperators") or []
-            dropped += sum(o.get("numRowsDroppedByWatermark", 0) or 0 for o in ops)
-            state_rows = sum(o.get("numRowsTotal", 0) or 0 for o in ops)
-            watermark = (progress.get("eventTime") or {}).get("watermark", watermark)
-        return Status(self.name, state, self.path, batches, rows_in, watermark, state_rows, state_rows, dropped, error)
+                          op.state_rows, op.open_windows, c["late_rows_dropped"], error, *self._last_progress())
+        totals = self._native
+        with self._native_lock:  # SHOW from several JDBC connections at once counts each micro-batch once
+            for progress in (q.recentProgress if q is not None else []):  # the last 100: totals kept as they come
+                if progress.batchId <= totals["last_batch"]:
+                    continue
+                ops = progress.get("stateOperators") or []
+                totals["last_batch"] = progress.batchId
+                totals["micro_batches"] += 1
+                totals["rows_in"] += progress.numInputRows or 0  # an attribute: Connect's progress dict lacks the key
+                totals["dropped"] += sum(o.get("numRowsDroppedByWatermark", 0) or 0 for o in ops)
+                totals["state_rows"] = sum(o.get("numRowsTotal", 0) or 0 for o in ops)
+                totals["watermark"] = (progress.get("eventTime") or {}).get("watermark", totals["watermark"])
+        state_rows = totals["state_rows"]
+        return Status(self.name, state, self.path, totals["micro_batches"], totals["rows_in"], totals["watermark"],
+                      state_rows, state_rows, totals["dropped"], error, *self._last_progress())
+
+    def _last_progress(self) -> tuple[float | None, str | None]:
+        """(input rows per second, start time) of Spark's last micro-batch of this query."""
+        progress = self.query.lastProgress if self.query is not None else None
+        if progress is None:
+            return None, None
+        rate = progress.get("inputRowsPerSecond")
+        started = str(progress.get("timestamp") or "").replace("T", " ").removesuffix("Z") or None
+        return (round(float(rate), 1) if rate is not None else None), started
 
 
 def table_location(spark: Any, name: str, options: dict[str, str]) -> str:

@@ -1,0 +1,266 @@
+"""``sqlwin run FILE.sql`` as a service (issue 19, point 1): it lasts while its streaming tables run, shows their
+status, stops them on SIGTERM/SIGINT and exits 0, exits 1 with the error of a table that fails, and with
+``--available-now`` reads what the sources hold (firing what that completes) and exits.
+
+The CLI runs as a subprocess on its own Spark; signals are sent once its status lines show committed micro-batches
+(read from its output, never after a sleep). The sink is checked after each run: hand-worked from GRAMMAR's rules
+as in tests/test_streaming.py (same rows), every pane and late row exactly once across a stop and a restart.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+import sqlwin
+from sqlwin import service
+from sqlwin.streaming import catalog
+from sqlwin.streaming.tables import Status
+from tests.streamtools import Feeder, rows_of
+from tests.test_streaming import BATCHES, at
+
+ROOT = Path(__file__).resolve().parent.parent
+
+PIPELINE = """-- bids arrive as JSON files in ./in, one file per micro-batch
+CREATE STREAM bids (k STRING, v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS)
+  USING json OPTIONS (path '${sqlwin.file_dir}/in', maxFilesPerTrigger '1');
+
+CREATE STREAMING TABLE totals AS
+SELECT window_start, window_end, k, SUM(v) AS s, COUNT(*) AS c
+FROM TUMBLE(TABLE bids, DESCRIPTOR(ts), INTERVAL 10 SECONDS)
+GROUP BY window_start, window_end, k
+ALLOWED LATENESS INTERVAL 5 SECONDS LATE ROWS TO late_bids;
+"""
+
+
+class Cli:
+    """``python -m sqlwin run ...`` in its own process group; its output lines read as they come."""
+
+    def __init__(self, folder: Path, *args: str):
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SQLWIN_NO_PROGRESS": "1", "PYTHONUNBUFFERED": "1",
+               "SQLWIN_STREAMING_DIR": str(folder / "root"), "PYTHONPATH": str(ROOT)}
+        env.pop("SQLWIN_DEBUG", None)
+        small = ["--conf", "spark.sql.shuffle.partitions=1"]  # a few rows: one task per stage, quicker
+        self.proc = subprocess.Popen([sys.executable, "-m", "sqlwin", "run", *small, *args], cwd=folder, env=env,
+                                     text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.out: list[str] = []
+        self.err: list[str] = []
+        self.pumps = [threading.Thread(target=self._pump, args=(self.proc.stdout, self.out, True), daemon=True),
+                      threading.Thread(target=self._pump, args=(self.proc.stderr, self.err, False), daemon=True)]
+        for pump in self.pumps:
+            pump.start()
+
+    def _pump(self, stream, into: list[str], lines: bool) -> None:
+        for line in stream:
+            into.append(line)
+            if lines:
+                self.lines.put(line)
+
+    def wait_line(self, pattern: str, timeout: float = 300) -> str:
+        """The first output line (from now on) that matches ``pattern``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=1)
+            except queue.Empty:
+                if self.proc.poll() is not None and self.lines.empty():
+                    break
+                continue
+            if re.search(pattern, line):
+                return line
+        self.kill()
+        raise AssertionError(f"no line matching {pattern!r}\nstdout:\n{''.join(self.out)[-3000:]}\n"
+                             f"stderr:\n{''.join(self.err)[-3000:]}")
+
+    def wait(self, timeout: float = 300) -> int:
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"still running after {timeout} s\nstdout:\n{''.join(self.out)[-3000:]}") from None
+        for pump in self.pumps:  # to the pipes' ends
+            pump.join(timeout=30)
+        return code
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+    def text(self) -> tuple[str, str]:
+        return "".join(self.out), "".join(self.err)
+
+
+def read_sink(spark, folder: Path) -> object:
+    """A sink's folder as a table; its few micro-batches were not compacted (no manifest names any file)."""
+    assert not list(folder.glob("_sqlwin_sink/manifest-*")), "compacted: read it through sqlwin's view"
+    return spark.read.parquet(str(folder))
+
+
+@pytest.mark.slow
+def test_run_lasts_until_sigterm_and_resumes_exactly_once_with_available_now(spark, tmp_path: Path) -> None:
+    (tmp_path / "pipeline.sql").write_text(PIPELINE)
+    feeder = Feeder(tmp_path / "in")
+    feeder.write(BATCHES[0])  # W -> 5
+    cli = Cli(tmp_path, "pipeline.sql")
+    try:
+        cli.wait_line(r" totals running micro_batches=1 rows_in=3 ")
+        feeder.write(BATCHES[1])  # W -> 10: [0, 10) fires in the no-data micro-batch after it (sqlwin's 2)
+        cli.wait_line(r" totals running micro_batches=3 rows_in=4 .*open_windows=3 ")
+        os.kill(cli.proc.pid, signal.SIGTERM)  # the Python process only: it stops its tables itself
+        assert cli.wait() == 0, cli.text()
+    finally:
+        cli.kill()
+    out, err = cli.text()
+    assert "SIGTERM: stopped 1 streaming table;" in out, out
+    assert re.search(r"^\S+ totals stopped micro_batches=3 ", out, re.MULTILINE), out
+    assert "Traceback" not in out + err and "Exception" not in out + err, err[-3000:]
+    columns = ["window_start", "k", "s", "c", "pane_index", "pane_timing", "is_final", "micro_batch"]
+    first = [(at(0), "a", 3, 2, 0, "ON_TIME", False, 2), (at(0), "b", 3, 1, 0, "ON_TIME", False, 2)]
+    assert rows_of(read_sink(spark, tmp_path / "root" / "totals" / "data"), columns) == first
+
+    for i, rows in enumerate(BATCHES[2:]):  # a late row within the lateness, W -> 28, a row past the lateness
+        feeder.write(rows)
+        later = time.time() + i + 1  # the file source reads the oldest first: files written in one millisecond
+        os.utime(tmp_path / "in" / f"f{feeder.count - 1:05d}.json", (later, later))  # would tie
+    cli = Cli(tmp_path, "--available-now", "pipeline.sql")
+    try:
+        assert cli.wait() == 0, cli.text()
+    finally:
+        cli.kill()
+    out, err = cli.text()
+    # one file per micro-batch (maxFilesPerTrigger): f4 is read in the micro-batch after f3 (W = 28, no tick
+    # between them, as the file was there), which fires [10, 20) and drops f4's row; the tick f3 asked for is
+    # read by the run's second query, with nothing left to fire
+    assert re.search(r"^\S+ totals stopped micro_batches=6 rows_in=7 .*late_rows_dropped=1 ", out, re.MULTILINE), out
+    assert "Traceback" not in out + err, err[-3000:]
+    assert rows_of(read_sink(spark, tmp_path / "root" / "totals" / "data"), columns) == [
+        *first[:1], (at(0), "a", 8, 3, 1, "LATE", False, 3), *first[1:], (at(10), "a", 4, 1, 0, "ON_TIME", True, 5)]
+    late = ["k", "v", "ts", "window_start", "window_end", "watermark", "reason", "micro_batch"]
+    assert rows_of(read_sink(spark, tmp_path / "root" / "totals" / "late_rows"), late) == [
+        ("a", 7, at(8), at(0), at(10), at(28), "late", 5)]
+
+
+# ------------------------------------------------------------------ in this process, on the shared session
+@pytest.fixture()
+def stream(spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(tmp_path / "root"))
+    folder = tmp_path / "in"
+    sqlwin.sql(spark, "CREATE STREAM s_svc (k STRING, v INT, ts TIMESTAMP, "
+                      f"WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS) USING json OPTIONS (path '{folder}')")
+    yield Feeder(folder)
+    for table in catalog.all_tables():
+        table.stop()
+        catalog.remove_table(table.name)
+
+
+def consoles() -> tuple[Console, io.StringIO, Console, io.StringIO]:
+    out, err = io.StringIO(), io.StringIO()
+    return Console(file=out, width=1000, no_color=True), out, Console(file=err, width=1000, no_color=True), err
+
+
+def test_sigint_stops_every_table_and_the_watch_ends_with_0(spark, stream: Feeder) -> None:
+    sqlwin.sql(spark, "CREATE STREAMING TABLE svc_counts AS SELECT window_start, window_end, COUNT(*) AS c "
+                      "FROM TUMBLE(TABLE s_svc, DESCRIPTOR(ts), INTERVAL 10 SECONDS) GROUP BY window_start, window_end")
+    table = catalog.find_table("svc_counts")
+    stream.feed(BATCHES[:2], table)
+    out_console, out, err_console, err = consoles()
+
+    def interrupt_once_committed() -> None:  # as Ctrl-C would, once the status shows a committed micro-batch
+        deadline = time.monotonic() + 120
+        while "svc_counts running micro_batches=" not in out.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt_once_committed, daemon=True).start()
+    before = signal.getsignal(signal.SIGINT)  # pyspark's: it cancels every job and raises KeyboardInterrupt
+    with service.stop_signals() as stop:
+        code = service.watch(out_console, err_console, {}, stop, refresh=0.2, live=False)
+    assert code == 0, err.getvalue()
+    assert not table.is_active and table.status().status == "stopped"
+    lines = out.getvalue().splitlines()
+    assert re.match(r"\d\d:\d\d:\d\d svc_counts running micro_batches=\d+ rows_in=4 ", lines[0]), lines
+    assert re.match(r"\d\d:\d\d:\d\d svc_counts stopped ", lines[-2]), lines
+    assert lines[-1] == ("SIGINT: stopped 1 streaming table; started again on the same folders, they resume where "
+                         "they stopped")
+    assert signal.getsignal(signal.SIGINT) is before  # put back
+
+
+def test_a_failing_table_ends_the_watch_with_1_and_its_error_at_the_statement(spark, stream: Feeder) -> None:
+    text = ("-- v = 0 divides by zero (ANSI) when its window fires\n"
+            "CREATE STREAMING TABLE svc_bad AS SELECT window_start, window_end,\n"
+            "       SUM(10 / v) AS r FROM TUMBLE(TABLE s_svc, DESCRIPTOR(ts), INTERVAL 10 SECONDS)\n"
+            "GROUP BY window_start, window_end ALLOWED LATENESS INTERVAL 1 SECOND")
+    sqlwin.sql(spark, text)
+    stream.write([{"k": "a", "v": 0, "ts": "2024-01-01 00:00:01"}, {"k": "a", "v": 1, "ts": "2024-01-01 00:00:30"}])
+    out_console, out, err_console, err = consoles()
+    origin = service.Origin("jobs.sql", "SELECT 1;\n" + text, (1, 0))
+    with service.stop_signals() as stop:
+        code = service.watch(out_console, err_console, {"svc_bad": origin}, stop, refresh=0.2, live=False)
+    assert code == 1
+    message = err.getvalue()
+    assert message.startswith("error: line 4, col 12: streaming table svc_bad failed: [DIVIDE_BY_ZERO]"), message
+    assert " --> jobs.sql:4:12\n" in message and "Traceback" not in message and "at org.apache" not in message
+    assert re.search(r"svc_bad failed micro_batches=", out.getvalue()), out.getvalue()
+
+
+def test_the_live_view_is_one_table_redrawn_in_place() -> None:
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=200, force_terminal=True, color_system=None)
+    running = Status("bid_totals", "running", "custom", 4, 1200, "2024-01-01 00:00:28", 3, 2, 1, None, 35.2,
+                     "2024-01-01 10:00:03.120")
+    with service.LiveView(console) as view:
+        view.show([running])
+        view.show([Status(**{**running.__dict__, "micro_batches": 5})])
+    text = buffer.getvalue()
+    first, second = text.split("\x1b[2K")[0], text.split("\x1b[2K")[-1]  # lines erased: drawn again in place
+    row = r"bid_totals +running +{} +1200 +35\.2 +2024-01-01 00:00:28 +2 +3 +1 +10:00:03 "
+    assert re.search(row.format(4), first) and re.search(row.format(5), second), buffer.getvalue()
+
+
+def test_variables_of_the_session_conf_in_options(spark) -> None:
+    from sqlwin.streaming.sources import expand_conf
+
+    spark.conf.set("sqlwin.file_dir", "/data/jobs")
+    try:
+        assert expand_conf(spark, {"path": "${sqlwin.file_dir}/in", "sep": ";", "x": "${no.such.key}/a"}) == {
+            "path": "/data/jobs/in", "sep": ";", "x": "${no.such.key}/a"}
+    finally:
+        spark.conf.unset("sqlwin.file_dir")
+
+
+
+def test_available_now_on_the_native_path_fires_what_the_files_complete_and_ends(spark, stream: Feeder) -> None:
+    """Spark's own aggregation under availableNow: one run reads the files there are, and its last micro-batch
+    (no new data) closes the windows the watermark passed; the watch then ends by itself."""
+    from sqlwin.streaming.tables import AVAILABLE_NOW_CONF
+
+    for rows in BATCHES[:2]:  # W -> 10 once both are read
+        stream.write(rows)
+    spark.conf.set(AVAILABLE_NOW_CONF, "true")
+    try:
+        sqlwin.sql(spark, "CREATE STREAMING TABLE svc_now AS SELECT window_start, window_end, COUNT(*) AS c "
+                          "FROM TUMBLE(TABLE s_svc, DESCRIPTOR(ts), INTERVAL 10 SECONDS) "
+                          "GROUP BY window_start, window_end")
+    finally:
+        spark.conf.unset(AVAILABLE_NOW_CONF)
+    table = catalog.find_table("svc_now")
+    assert table.path == "native"
+    out_console, out, err_console, err = consoles()
+    with service.stop_signals() as stop:
+        code = service.watch(out_console, err_console, {}, stop, refresh=0.2, live=False)
+    assert code == 0 and not table.is_active, err.getvalue()
+    assert re.search(r"svc_now stopped micro_batches=2 rows_in=4 ", out.getvalue()), out.getvalue()
+    assert rows_of(spark.table("svc_now"), ["window_start", "window_end", "c"]) == [(at(0), at(10), 3)]
