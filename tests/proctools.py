@@ -83,8 +83,10 @@ def run_json(script: str, env: Mapping[str, str], cwd: Path, timeout: float,
 
 
 # -- a standalone cluster from the wheel ----------------------------------------------------------------------
+# the custom path's windows in Spark whatever their number (``keyedstate``): the executors step them
 CLUSTER_CONF = {"spark.driver.memory": "1g", "spark.executor.memory": "512m", "spark.executor.cores": "1",
-                "spark.cores.max": "2", "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+                "spark.cores.max": "2", "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
+                "sqlwin.streaming.state": "executors"}
 
 
 def _spark_class(cls: str, *args: str, log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:

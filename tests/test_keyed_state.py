@@ -5,8 +5,8 @@ its executors, not in the driver.
   the same panes and the same windows as the driver's ``ColumnarPanes`` (itself checked against ``PaneDriver``
   in tests/test_columnar_panes.py), on generated histories.
 - A live streaming table keeps its windows under its checkpoint (``windows/<n>``), commits only global numbers,
-  and gives the same panes and late rows as the same table with ``sqlwin.streaming.state=driver``, across a
-  restart; the hand-worked panes of tests/test_streaming.py run on it too.
+  and gives the same panes and late rows as the same table with ``sqlwin.streaming.state=driver``; so does one
+  whose windows move from the driver to Spark and back (``auto``), stopped and resumed while in Spark.
 """
 
 from __future__ import annotations
@@ -107,8 +107,9 @@ def _sorted(rows: list) -> list[tuple]:
     return sorted((tuple(r) for r in rows), key=lambda r: [(v is not None, v) for v in r])
 
 
-def _run(spark, tmp_path, monkeypatch, state: str, restart_after: int | None = None):
-    """The query over BATCHES with its windows' state in ``state``; optionally stopped and started again."""
+def _run(spark, tmp_path, monkeypatch, state: str, restart_after: int | None = None, moves: list | None = None):
+    """The query over BATCHES with its windows' state in ``state``; optionally stopped and started again, and
+    the engine's class after each micro-batch recorded in ``moves``."""
     monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(tmp_path / f"root_{state}"))
     spark.conf.set("sqlwin.streaming.state", state)
     folder = tmp_path / f"in_{state}"
@@ -121,6 +122,8 @@ def _run(spark, tmp_path, monkeypatch, state: str, restart_after: int | None = N
     assert table.path == "custom", table.why
     for i, rows in enumerate(BATCHES):
         feeder.feed([rows], table)
+        if moves is not None:
+            moves.append(type(table.operator.panes).__name__)
         if restart_after == i:
             table.stop()
             catalog.remove_table(name)
@@ -135,7 +138,7 @@ def _run(spark, tmp_path, monkeypatch, state: str, restart_after: int | None = N
 @pytest.mark.slow
 def test_a_streaming_table_keeps_its_windows_in_spark(spark, tmp_path, monkeypatch):
     try:
-        out, late, counts = _run(spark, tmp_path, monkeypatch, "executors", restart_after=2)
+        out, late, counts = _run(spark, tmp_path, monkeypatch, "executors")
         root = tmp_path / "root_executors"
         versions = sorted(root.glob("**/sqlwin/windows/*"))
         assert [p.name for p in versions if p.name.isdigit()], "no window state written by Spark"
@@ -148,8 +151,16 @@ def test_a_streaming_table_keeps_its_windows_in_spark(spark, tmp_path, monkeypat
         assert late == expected_late
         assert counts == expected_counts
         assert late == [("a", 10, "late"), ("b", 13, "late"), ("c", 11, "window closed")]
+        # auto: in the driver up to 4 open windows, in Spark beyond, back at 2; stopped and resumed in Spark
+        spark.conf.set("sqlwin.streaming.state.driverWindows", "4")
+        moves: list[str] = []
+        assert _run(spark, tmp_path, monkeypatch, "auto", restart_after=2, moves=moves) == \
+            (expected, expected_late, expected_counts)
+        assert moves == ["ColumnarEngine", "KeyedPanes", "KeyedPanes", "KeyedPanes", "ColumnarEngine",
+                         "ColumnarEngine"]
     finally:
         spark.conf.unset("sqlwin.streaming.state")
+        spark.conf.unset("sqlwin.streaming.state.driverWindows")
         for t in catalog.all_tables():
             t.stop()
             catalog.remove_table(t.name)

@@ -134,7 +134,6 @@ class BatchReader(Protocol):
 class OperatorContext(Protocol):
     """One micro-batch operator (``operator.MicroBatchOperator``), as its collaborators use it."""
 
-    spark: Any
     shape: QueryShape
     query: PaneQueries
     views: Views
@@ -150,7 +149,7 @@ class OperatorContext(Protocol):
     relation_sql: str  # the pane relation over the stored rows
     pane_sql: str  # the user's query over the pane relation
     arrow_rows: bool  # whether pyarrow writes the stored rows (else Spark does)
-    keyed_state: bool  # whether the windows' state may live in Spark (``keyedstate``), not in the driver
+    placement: Any  # where the columnar engine's windows live (``keyedstate.Placement``): driver or Spark
     current_processing_time: int
 
     @property

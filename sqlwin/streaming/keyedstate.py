@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from sqlwin.core.columnar import KEY, STATE, ComparisonTrigger, advance, fresh_state, timers_of
+from sqlwin.core.columnar import KEY, STATE, ColumnarPanes, ComparisonTrigger, advance, fresh_state, timers_of
 from sqlwin.core.panes import MAX_TIME
 from sqlwin.streaming import storage
 from sqlwin.streaming.committer import Commit, Durable
@@ -38,6 +38,7 @@ STATE_DDL = ", ".join(["key string", "start bigint", "end bigint", *[f"{c} {_TYP
                        "timer bigint"])
 PANE_DDL = "pane_index int, pane_timing string, is_final boolean, pane_lo bigint"
 OUT_DDL = f"kind string, {STATE_DDL}, {PANE_DDL}, processed bigint, expired bigint"
+COUNTS_DDL = "__key string, __ws bigint, __we bigint, __n bigint"  # what the engine reads of ``rows/<n>``
 WINDOW, PANE, TALLY = "w", "p", "x"  # the kinds of rows a step writes: window state, fired pane, counts
 
 
@@ -203,7 +204,7 @@ class KeyedPanes(Durable):
             return KeyedFired(self.path(batch), 0, None), 0
         windows = self._windows()
         if accepted.windows:
-            counts = self.spark.read.parquet(accepted.path).select(
+            counts = self.spark.read.schema(COUNTS_DDL).parquet(accepted.path).select(
                 F.col("__key").alias("key"), F.col("__ws").alias("start"), F.col("__we").alias("end"),
                 F.col("__n").cast("bigint").alias("n"))
             windows = windows.join(counts, KEY, "full_outer")
@@ -240,6 +241,34 @@ class KeyedPanes(Durable):
 
     def any_due(self, watermark: int, processing_time: int) -> bool:
         return self.stats["min_timer"] is not None and watermark >= self.stats["min_timer"]
+
+    # -- moving the windows between the driver and Spark ---------------------------------------------
+    @classmethod
+    def from_table(cls, spark: Any, root: str, panes: ColumnarPanes, batch: int) -> KeyedPanes:
+        """The driver's windows (``panes``, as after micro-batch ``batch``) written as version ``batch``."""
+        import pyarrow as pa
+
+        engine = cls(spark, root, panes.trigger, panes.lateness, panes.accumulating)
+        storage.delete(engine.path(batch))  # what an attempt that crashed may have left
+        table = panes.to_arrow()
+        timers = panes.timers()
+        table = table.append_column("timer", pa.array(timers, pa.int64()))
+        storage.write_parquet(storage.join(engine.path(batch), f"kind={WINDOW}", "part-00000.parquet"), table)
+        lo = table["lo"].to_numpy()
+        finite = timers[timers < MAX_TIME]
+        engine.version = batch
+        engine.stats = {"windows": table.num_rows, "closed": int(table["closed"].to_numpy().sum()),
+                        "min_timer": int(timers.min()) if len(timers) else None,
+                        "earliest": int(finite.min()) if len(finite) else None,
+                        "min_lo": int(lo[lo >= 0].min()) if (lo >= 0).any() else None}
+        return engine
+
+    def to_table(self, panes: ColumnarPanes) -> ColumnarPanes:
+        """The windows in force, restored into the driver's ``panes``."""
+        if self.version is not None and self.stats["windows"]:
+            path = storage.join(self.path(self.version), f"kind={WINDOW}")
+            panes.restore(self.spark.read.schema(STATE_DDL).parquet(path).drop("timer").toArrow())
+        return panes
 
     def closed(self) -> Tombstones | list:
         if self.version is None or not self.stats["closed"]:
@@ -283,3 +312,46 @@ class KeyedPanes(Durable):
         for name in storage.listdir(self.root):
             if name.isdigit() and which(int(name)):
                 storage.delete(storage.join(self.root, name))
+
+
+class Placement:
+    """Where the columnar engine's windows live (session conf ``sqlwin.streaming.state``): ``executors`` (in
+    Spark, ``KeyedPanes``), ``driver`` (``ColumnarEngine``, the table saved with each commit), or ``auto`` (the
+    default): in the driver while there are at most ``limit`` open windows (``sqlwin.streaming.state.
+    driverWindows``, default 100,000: a few tens of MB, and a micro-batch costs one Spark job fewer), in Spark
+    beyond that, and back at half of it. Both hold the same columns, so a move is a copy, made after a
+    micro-batch's step and committed with it."""
+
+    MODES = ("auto", "executors", "driver")
+
+    def __init__(self, spark: Any, root: str, mode: str = "auto", limit: int = 100_000):
+        self.spark = spark
+        self.root = root
+        self.mode = mode if mode in self.MODES else "auto"
+        self.limit = limit
+
+    @classmethod
+    def of(cls, spark: Any, root: str) -> Placement:
+        mode = str(spark.conf.get("sqlwin.streaming.state", "auto")).lower()
+        return cls(spark, root, mode, int(spark.conf.get("sqlwin.streaming.state.driverWindows", "100000")))
+
+    def initial(self, engine: Any, committed: dict | None) -> Any:
+        """The engine to start or resume with: ``engine`` (the driver's columnar one) or ``KeyedPanes``. A
+        commit resumes with the engine that wrote it, whatever the mode now (then ``place`` moves it)."""
+        keyed = committed is not None and "keyed" in committed
+        if keyed or (self.mode == "executors" and KeyedPanes.continues(committed)):
+            panes = engine.panes
+            return KeyedPanes(self.spark, self.root, panes.trigger, panes.lateness, panes.accumulating)
+        return engine
+
+    def place(self, engine: Any, batch: int) -> Any:
+        """After micro-batch ``batch``'s step: the engine where its windows belong now."""
+        from sqlwin.streaming.engines import ColumnarEngine
+
+        driver = self.mode == "driver" or (self.mode == "auto" and len(engine) <= self.limit)
+        spark = self.mode == "executors" or (self.mode == "auto" and len(engine) > self.limit)
+        if isinstance(engine, ColumnarEngine) and spark:
+            return KeyedPanes.from_table(self.spark, self.root, engine.panes, batch)
+        if isinstance(engine, KeyedPanes) and driver and (self.mode == "driver" or len(engine) <= self.limit // 2):
+            return ColumnarEngine(engine.to_table(ColumnarPanes(engine.trigger, engine.lateness, engine.accumulating)))
+        return engine

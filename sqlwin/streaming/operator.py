@@ -41,6 +41,7 @@ from sqlwin.streaming.context import PaneEngine, Views
 from sqlwin.streaming.countwindows import CountWindowAssigner
 from sqlwin.streaming.engines import Fired
 from sqlwin.streaming.evictors import SparkEvictor
+from sqlwin.streaming.keyedstate import Placement
 from sqlwin.streaming.maxsessions import MaxDurationSessions
 from sqlwin.streaming.outputs import Outputs
 from sqlwin.streaming.panequery import PaneQuery, key_ddl
@@ -53,7 +54,7 @@ from sqlwin.streaming.state import StateStore, now_micros
 from sqlwin.streaming.stopping import NEVER, QueryStop, stopped_mid_batch
 from sqlwin.streaming.timewindows import TimeWindowAssigner
 
-STATE_CONF = "sqlwin.streaming.state"  # where the windows' state lives: ``executors`` (default) or ``driver``
+STATE_CONF = "sqlwin.streaming.state"  # where the windows' state lives: ``auto`` (default), ``executors``, ``driver``
 
 
 class MicroBatchOperator:
@@ -91,9 +92,9 @@ class MicroBatchOperator:
         self.outputs = Outputs(self, self.evictor, sink, late_sink)  # the panes and LATE ROWS TO
         self._prepare_schemas()
         self.scan = self.assigner.scanner() if self.FUSED_SCAN else None  # one Spark job reads a data micro-batch
-        # the windows' state in Spark (``keyedstate``) where the columnar engine may drive them, unless the
-        # session asks for it in the driver (``sqlwin.streaming.state`` = ``driver``)
-        self.keyed_state = self.KEYED_STATE and str(spark.conf.get(STATE_CONF, "executors")).lower() != "driver"
+        # where the columnar engine's windows live: the driver, or Spark (``keyedstate``) once they are many
+        self.placement = Placement.of(spark, self.store.root) if self.KEYED_STATE else \
+            Placement(spark, self.store.root, "driver")
         self.committer = StateCommitter(self._roles)
         self._restore()
 
@@ -264,6 +265,7 @@ class MicroBatchOperator:
             self.counters["rows_in"] += count
             self.counters["panes"] += len(panes)
             self.counters["micro_batches"] += 1
+            self.panes = self.placement.place(self.panes, batch)  # committed where its windows now are
             self._collect_garbage()
             self._commit(batch, source_batch)
         elif source_batch is not None:

@@ -30,10 +30,9 @@ class TimeWindowAssigner(WindowAssigner):
         """The columnar engine where it may drive these windows, unless PaneDriver saved the committed ones
         (an earlier version): they go on with it."""
         engine = ColumnarEngine.of(driver, global_window=self.op.shape.window is None) if columnar else None
-        if engine is not None and self.op.keyed_state and KeyedPanes.continues(committed):
-            return KeyedPanes(self.op.spark, self.op.store.root, engine.panes.trigger, driver.lateness,
-                              driver.accumulating)
-        return engine if engine is not None and engine.continues(committed) else WindowStates(driver)
+        if engine is not None and (engine.continues(committed) or KeyedPanes.continues(committed)):
+            return self.op.placement.initial(engine, committed)  # its windows in the driver or in Spark
+        return WindowStates(driver)
 
     # -- rows stored as they are, or a micro-batch in several Spark jobs ----------------------------
     def assign_rows(self, spark: Any, batch: int, watermark: int) -> dict[WindowKey, int]:
