@@ -12,7 +12,8 @@ dropped in. Engines:
 - ``spark``: ``withWatermark`` + ``groupBy(window(ts, '1 hour'), k)``, append mode, parquet file sink, the
   baseline of every ratio;
 - ``custom``: a sqlwin streaming table on the custom path (``ALLOWED LATENESS`` 5 minutes, ``LATE ROWS TO``),
-  its windows' state in Spark (``sqlwin.streaming.keyedstate``);
+  its windows' state where ``--state`` puts it (``auto``: in the driver up to 100,000 open windows, in Spark
+  beyond, ``sqlwin.streaming.keyedstate``);
 - ``driver`` (``--engines spark,custom,driver``): the same with ``sqlwin.streaming.state=driver``, the
   windows' state in the driver's Python as before.
 
@@ -157,8 +158,8 @@ class Engines:
         out = self.spark.read.parquet(str(folder / "out"))
         return Run(batches, flush, before, memory.peak, summary(out))
 
-    def custom(self, state: str = "executors") -> Run:
-        """The custom path, its windows' state in Spark (``executors``, the default) or in the driver."""
+    def custom(self, state: str = "auto") -> Run:
+        """The custom path, its windows' state where ``state`` (``sqlwin.streaming.state``) puts it."""
         self.spark.conf.set("sqlwin.streaming.state", state)
         folder = self._folder(f"custom_{state}")
         tag = f"scale_{self.files[0].parent.name}_{self.n}"
@@ -198,7 +199,10 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=500_000, help="rows per file (default 500k)")
     parser.add_argument("--repeat", type=int, default=2, help="interleaved rounds per key count (default 2)")
     parser.add_argument("--engines", default="spark,custom",
-                        help="add 'driver' for the custom path with its windows' state in the driver (as before)")
+                        help="add 'driver' for the custom path with its windows' state in the driver (as before); "
+                             "leave out 'spark' for sqlwin alone (no ratio)")
+    parser.add_argument("--state", default="auto",
+                        help="sqlwin.streaming.state of the 'custom' engine: auto (default), executors, driver")
     args = parser.parse_args()
     print(f"load before: {load()}", flush=True)
     spark = local_session("sqlwin-bench-scale", {"spark.driver.memory": "6g"})
@@ -211,8 +215,9 @@ def main() -> None:
             engines.spark_native()  # warm-up: JIT, Python workers
             runs: dict[str, list[Run]] = {"spark": [], "custom": [], "driver": []}
             for _ in range(args.repeat):
-                runs["spark"].append(engines.spark_native())
-                runs["custom"].append(engines.custom())
+                if "spark" in args.engines:
+                    runs["spark"].append(engines.spark_native())
+                runs["custom"].append(engines.custom(args.state))
                 if "driver" in args.engines:
                     runs["driver"].append(engines.custom("driver"))
             runs = {name: rs for name, rs in runs.items() if rs}
@@ -225,8 +230,9 @@ def main() -> None:
             open_pairs = expected[0][0]
             for name, rs in runs.items():
                 peak = max(r.rss_peak for r in rs)
+                ratio = steady[name] / steady["spark"] if "spark" in steady else float("nan")
                 lines.append(f"{keys:>10,}{open_pairs:>12,}{name:>8}{steady[name]:>10.2f}"
-                             f"{steady[name] / steady['spark']:>8.2f}{rs[0].rss_before:>12.0f}{peak:>12.0f}   "
+                             f"{ratio:>8.2f}{rs[0].rss_before:>12.0f}{peak:>12.0f}   "
                              + " ".join(f"{b:.2f}" for r in rs for b in r.batches))
             print(lines[-1], flush=True)
         print(f"\n{args.files} files x {args.rows:,} rows; one 1-hour TUMBLE per key, open until the last file")
