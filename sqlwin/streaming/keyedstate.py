@@ -344,6 +344,21 @@ class Placement:
             return KeyedPanes(self.spark, self.root, panes.trigger, panes.lateness, panes.accumulating)
         return engine
 
+    def before_step(self, engine: Any, accepted: Any, batch: int, rows_path: str) -> tuple[Any, Any]:
+        """Before micro-batch ``batch``'s step: if its new windows (``accepted``, the driver engine's frame of
+        counts, stored at ``rows_path`` with them) would take the driver's past ``limit``, the windows move to
+        Spark first, so the driver never holds them; returns the engine and the counts as it takes them."""
+        from sqlwin.streaming.engines import ColumnarEngine
+
+        if self.mode != "auto" or not isinstance(engine, ColumnarEngine) or len(engine) + len(accepted) <= self.limit:
+            return engine, accepted
+        panes = engine.panes
+        if batch > 0 and len(panes):
+            keyed = KeyedPanes.from_table(self.spark, self.root, panes, batch - 1)
+        else:
+            keyed = KeyedPanes(self.spark, self.root, panes.trigger, panes.lateness, panes.accumulating)
+        return keyed, KeyedCounts(rows_path if len(accepted) else None, len(accepted))
+
     def place(self, engine: Any, batch: int) -> Any:
         """After micro-batch ``batch``'s step: the engine where its windows belong now."""
         from sqlwin.streaming.engines import ColumnarEngine

@@ -33,7 +33,9 @@ class StoredRows(Durable):
 
         rows = rows.withColumn("__mb", F.lit(batch).cast("bigint")).withColumn("__present", F.lit(True))
         rows = self.evictor.annotate(rows)
-        rows.select(*self.op.rows_schema.fieldNames()).write.mode("overwrite").parquet(self.op.store.rows_path(batch))
+        count_column = ["__n"] if "__n" in rows.columns else []  # partial rows' counts: what the keyed engine reads
+        rows.select(*self.op.rows_schema.fieldNames(), *count_column).write.mode("overwrite") \
+            .parquet(self.op.store.rows_path(batch))
         self.by_batch[batch] = count
 
     def write_arrow(self, table: Any, batch: int, count: int) -> None:
@@ -45,6 +47,9 @@ class StoredRows(Durable):
         n = table.num_rows
         own = {"__mb": pa.array(np.full(n, batch, np.int64)), "__present": pa.array(np.ones(n, np.bool_))}
         names = self.op.rows_schema.fieldNames()
+        if "__n" in table.column_names:  # partial rows' counts: what the keyed engine reads, if the windows move
+            own["__n"] = table["__n"].cast(pa.int64())
+            names = [*names, "__n"]
         self.op.store.write_rows(batch, pa.table([own[c] if c in own else table[c] for c in names], names=names))
         self.by_batch[batch] = count
 
