@@ -344,20 +344,24 @@ class Placement:
             return KeyedPanes(self.spark, self.root, panes.trigger, panes.lateness, panes.accumulating)
         return engine
 
-    def before_step(self, engine: Any, accepted: Any, batch: int, rows_path: str) -> tuple[Any, Any]:
-        """Before micro-batch ``batch``'s step: if its new windows (``accepted``, the driver engine's frame of
-        counts, stored at ``rows_path`` with them) would take the driver's past ``limit``, the windows move to
-        Spark first, so the driver never holds them; returns the engine and the counts as it takes them."""
+    def moves(self, engine: Any, new_windows: int) -> bool:
+        """Whether a micro-batch bringing rows to ``new_windows`` windows (at most) takes the driver engine's
+        windows past ``limit``: they then move to Spark before its step, so the driver never holds them."""
         from sqlwin.streaming.engines import ColumnarEngine
 
-        if self.mode != "auto" or not isinstance(engine, ColumnarEngine) or len(engine) + len(accepted) <= self.limit:
-            return engine, accepted
+        return self.mode == "auto" and isinstance(engine, ColumnarEngine) and len(engine) + new_windows > self.limit
+
+    def before_step(self, engine: Any, accepted: Any, batch: int) -> Any:
+        """Before micro-batch ``batch``'s step: the engine for counts ``accepted``; where the scan handed them
+        as ``KeyedCounts`` (``moves``), the driver's windows are written as the version before ``batch``."""
+        from sqlwin.streaming.engines import ColumnarEngine
+
+        if not isinstance(accepted, KeyedCounts) or not isinstance(engine, ColumnarEngine):
+            return engine
         panes = engine.panes
         if batch > 0 and len(panes):
-            keyed = KeyedPanes.from_table(self.spark, self.root, panes, batch - 1)
-        else:
-            keyed = KeyedPanes(self.spark, self.root, panes.trigger, panes.lateness, panes.accumulating)
-        return keyed, KeyedCounts(rows_path if len(accepted) else None, len(accepted))
+            return KeyedPanes.from_table(self.spark, self.root, panes, batch - 1)
+        return KeyedPanes(self.spark, self.root, panes.trigger, panes.lateness, panes.accumulating)
 
     def place(self, engine: Any, batch: int) -> Any:
         """After micro-batch ``batch``'s step: the engine where its windows belong now."""

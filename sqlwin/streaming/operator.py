@@ -257,7 +257,7 @@ class MicroBatchOperator:
         if not scanned:  # count windows number waiting rows in micro-batches without rows too
             accepted = self.assigner.assign(spark, batch, watermark, with_rows=count > 0)
         if scanned:  # many new windows: they go to Spark before the driver would hold them
-            self.panes, accepted = self.placement.before_step(self.panes, accepted, batch, self.store.rows_path(batch))
+            self.panes = self.placement.before_step(self.panes, accepted, batch)
         panes, expired = self.panes.drive(accepted, batch, watermark, processing_time, self._token(batch))
         self.query_stop.check()  # the last before the panes' Spark jobs; after them the micro-batch commits
         self._emit(spark, panes, batch)

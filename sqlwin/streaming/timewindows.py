@@ -133,13 +133,17 @@ class TimeWindowAssigner(WindowAssigner):
         kept = pc.is_null(groups["__status"])
         dropped = pc.sum(groups.filter(pc.invert(kept))["__n"]).as_py() or 0
         groups = groups.filter(kept)
-        accepted = op.panes.accepted(groups["__key"], groups["__ws"], groups["__we"], groups["__n"])
         count, max_ts = op.input.statistics(scan.summary)
         if not count:
             return 0, max_ts, op.panes.accepted()
+        late_rows = annotated.where(F.col("__status").isNotNull()).select(*self._late_columns())
+        if op.placement.moves(op.panes, groups.num_rows):  # the windows go to Spark: no frame of them here
+            scan.store(groups, F.col("__status").isNull(), batch, groups.num_rows)
+            op.write_late([late_rows] if dropped else [], batch, watermark, dropped)
+            return count, max_ts, KeyedCounts(op.store.rows_path(batch), groups.num_rows)
+        accepted = op.panes.accepted(groups["__key"], groups["__ws"], groups["__we"], groups["__n"])
         if len(accepted):
             scan.store(groups, F.col("__status").isNull(), batch, len(accepted))
-        late_rows = annotated.where(F.col("__status").isNotNull()).select(*self._late_columns())
         op.write_late([late_rows] if dropped else [], batch, watermark, dropped)
         return count, max_ts, accepted
 
