@@ -13,7 +13,7 @@ from sqlwin.diagnostics import read_failure
 from sqlwin.errors import SqlwinError
 from sqlwin.plan import statements as st
 from sqlwin.results import StatementResult
-from sqlwin.streaming import catalog, storage, tableviews, trace
+from sqlwin.streaming import catalog, registry, storage, tableviews, trace
 from sqlwin.streaming.analysis import check_as_batch, in_user_terms, start_cleanly
 from sqlwin.streaming.compaction import CompactionPolicy
 from sqlwin.streaming.names import check_outputs, check_replay_outputs, check_stream_name
@@ -53,6 +53,7 @@ def execute(spark: Any, text: str, plan: object) -> StatementResult:
         if table is None:
             raise SqlwinError(f"STOP STREAMING TABLE {plan.name}: no such streaming table")
         table.stop()
+        registry.set_running(table.name, False)  # a server started again does not resume it
         return StatementResult(text, message=f"streaming table {table.name} stopped")
     if isinstance(plan, st.DropStreamingTable):
         return StatementResult(text, message=drop_table(spark, plan.name, plan.purge))
@@ -66,6 +67,9 @@ def execute(spark: Any, text: str, plan: object) -> StatementResult:
                 run.result = panes
         return StatementResult(text, dataframe=panes)
     table = prepared.start()
+    query = plan.query.node if isinstance(plan, st.CreateStreamingTable) else plan.node
+    registry.record(spark, table.name, text, [t for t in (catalog.stream_text(spark, s) for s in
+                                                           streams_read(spark, query)) if t is not None])
     if isinstance(plan, st.CreateStreamingTable):
         return StatementResult(text, message=f"streaming table {table.name} started ({table.path} path: {table.why})")
     return StatementResult(text, message=f"streaming insert into {table.name} started ({table.path} path)")
@@ -148,7 +152,7 @@ def _create_stream(spark: Any, text: str, plan: st.CreateStream) -> StatementRes
     df = stream_dataframe(spark, plan)
     check_punctuation(df, plan.watermark)
     df.createOrReplaceTempView(plan.name)
-    catalog.add_stream(spark, plan)
+    catalog.add_stream(spark, plan, text)
     return StatementResult(text, message=f"stream {plan.name} created")
 
 
@@ -212,7 +216,8 @@ def drop_table(spark: Any, name: str, purge: bool) -> str:
     for view, entry in tableviews.entries_of(spark, database, name):
         views.append(tableviews.qualified(database, view))
         folders += [entry.location, entry.sink]
-    if table is None and not views:
+    known = registry.remove(name)
+    if table is None and not views and not known:
         raise SqlwinError(f"DROP STREAMING TABLE {name}: no such streaming table (neither running in this server "
                           f"or process nor in the catalog's database {database})")
     for view in dict.fromkeys(views):
