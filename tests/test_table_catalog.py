@@ -9,6 +9,8 @@ tests/test_streaming_server.py.
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 import sqlwin
@@ -46,8 +48,28 @@ def test_outputs_are_catalog_views_read_by_name_from_any_session(spark, tmp_path
                           "ALLOWED LATENESS INTERVAL 5 SECONDS LATE ROWS TO cat_late")
         sqlwin.sql(spark, f"CREATE STREAMING TABLE cat_native AS {QUERY}")
         tables = [catalog.find_table("cat_out"), catalog.find_table("cat_native")]
-        Feeder(folder).feed(BATCHES, *tables)
         other = spark.newSession()  # another session: no stream cat_s, no temp view of the tables
+        failures: list[str] = []
+        done = threading.Event()
+
+        def read_all_along() -> None:
+            """The views are changed in place at every commit: a reader always finds them, never in a gap between
+            a drop and a create (Spark's CREATE OR REPLACE VIEW), and the files they name are there."""
+            while not done.is_set():
+                try:
+                    other.table("cat_out").schema  # noqa: B018 (resolving the view and its files is the check)
+                except Exception as err:  # any failure of a reader is a finding
+                    failures.append(str(err).splitlines()[0])
+                done.wait(0.1)
+
+        reader = threading.Thread(target=read_all_along)
+        reader.start()
+        try:
+            Feeder(folder).feed(BATCHES, *tables)
+        finally:
+            done.set()
+            reader.join()
+        assert failures == []
         assert not other.catalog.tableExists("cat_s")
         for name in ("cat_out", "cat_late", "cat_native"):
             found = other.catalog.getTable(name)

@@ -204,9 +204,9 @@ class BatchSink:
         view, entry = self.catalog_view
         manifest = self.log.newest()
         folders, compacted = tableviews.listing(self.path, manifest, self.log.compacted_path)
-        sql = tableviews.view_sql(view, entry, self.format, self.options, self.schema, manifest, folders, compacted)
+        sql = tableviews.view_query(self.format, self.options, self.schema, folders, compacted)
         if sql != self._view_sql:
-            spark.sql(sql)
+            tableviews.define(spark, view, entry, sql, first=self._view_sql is None)
             self._view_sql = sql
 
     def read(self, spark: Any) -> Any:

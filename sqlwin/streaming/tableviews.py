@@ -53,10 +53,10 @@ def current_database(spark: Any) -> str:
     return str(spark.catalog.currentDatabase())
 
 
-def view_sql(view: str, entry: Entry, fmt: str, options: dict[str, str], schema: Any,
-             manifest: Manifest | None, folders: list[tuple[int, str]], compacted: list[str]) -> str:
-    """``CREATE OR REPLACE VIEW view ... AS`` the union of the files named (``folders``: (micro-batch, folder)
-    above the manifest; ``compacted``: the manifest's folders), each column cast to ``schema``'s type."""
+def view_query(fmt: str, options: dict[str, str], schema: Any, folders: list[tuple[int, str]],
+               compacted: list[str]) -> str:
+    """The view's query: the union of the files named (``folders``: (micro-batch, folder) above the manifest;
+    ``compacted``: the manifest's folders), each column cast to ``schema``'s type."""
     read = {**options, **_READ_OPTIONS.get(fmt, {})}
     with_options = ""
     if read:
@@ -73,12 +73,25 @@ def view_sql(view: str, entry: Entry, fmt: str, options: dict[str, str], schema:
     if not parts:
         columns = ", ".join(f"CAST(NULL AS {f.dataType.simpleString()}) AS {_ident(f.name)}" for f in schema.fields)
         parts = [f"SELECT {columns} WHERE FALSE"]
+    return "\nUNION ALL\n".join(parts)
+
+
+def define(spark: Any, view: str, entry: Entry, query: str, first: bool) -> None:
+    """Give the catalog view ``view`` the definition ``query``. Spark's ``CREATE OR REPLACE VIEW`` drops the view
+    and creates it again, so a reader in between would not find it: a view that exists is changed in place
+    (``ALTER VIEW ... AS``, one ``alterTable`` of the catalog: a reader resolves the old definition or the new
+    one), and only a missing one is created; ``first``: this run's first definition (its properties set)."""
     properties = ", ".join(f"{_string(k)} = {_string(v)}" for k, v in (
         (PROPERTY, entry.table), ("sqlwin.role", entry.role), ("sqlwin.location", entry.location),
-        ("sqlwin.sink", entry.sink), ("sqlwin.through", str(manifest.through if manifest else -1))))
-    comment = _string(f"sqlwin streaming table {entry.table}: {'its panes' if entry.role == 'sink' else 'late rows'}")
-    return (f"CREATE OR REPLACE VIEW {view} COMMENT {comment} TBLPROPERTIES ({properties}) AS\n"
-            + "\nUNION ALL\n".join(parts))
+        ("sqlwin.sink", entry.sink)))
+    if first and not spark.catalog.tableExists(view):
+        comment = _string(f"sqlwin streaming table {entry.table}: "
+                          f"{'its panes' if entry.role == 'sink' else 'its late rows'}")
+        spark.sql(f"CREATE VIEW {view} COMMENT {comment} TBLPROPERTIES ({properties}) AS\n{query}")
+        return
+    if first:
+        spark.sql(f"ALTER VIEW {view} SET TBLPROPERTIES ({properties})")
+    spark.sql(f"ALTER VIEW {view} AS\n{query}")
 
 
 def listing(path: str, manifest: Manifest | None, compacted_path: Any) -> tuple[list[tuple[int, str]], list[str]]:
