@@ -132,6 +132,7 @@ class BatchSink:
         # a streaming table's output: a view of the catalog (qualified name, what it is), not a temp view
         self.catalog_view: tuple[str, tableviews.Entry] | None = None
         self._view_sql: str | None = None  # the definition last given to the catalog
+        self._whole: set[int] = set()  # micro-batch folders seen whole (a write or a clear forgets its own)
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "writes_here": False}  # pickled to a Spark Connect server: it writes there
@@ -165,6 +166,7 @@ class BatchSink:
         from pyspark.sql import functions as F
 
         self.writes_here = True
+        self._whole.discard(batch)
         target = self.batch_path(batch)
         observation = Observation()  # counted by the writing job itself: no second job, any format
         self.writer(df.observe(observation, F.count(F.lit(1)).alias("rows"))).save(target)
@@ -178,6 +180,7 @@ class BatchSink:
     def clear(self, batch: int) -> None:
         """Remove a batch's folder left by an attempt that crashed (the retry may write nothing)."""
         self.writes_here = True
+        self._whole.discard(batch)
         storage.delete(self.batch_path(batch))
         if self.compactor is not None:
             self.compactor.cleared(batch)
@@ -203,7 +206,7 @@ class BatchSink:
             return
         view, entry = self.catalog_view
         manifest = self.log.newest()
-        folders, compacted = tableviews.listing(self.path, manifest, self.log.compacted_path)
+        folders, compacted = tableviews.listing(self.path, manifest, self.log.compacted_path, self._whole)
         sql = tableviews.view_query(self.format, self.options, self.schema, folders, compacted)
         if sql != self._view_sql:
             tableviews.define(spark, view, entry, sql, first=self._view_sql is None)

@@ -94,12 +94,31 @@ def define(spark: Any, view: str, entry: Entry, query: str, first: bool) -> None
     spark.sql(f"ALTER VIEW {view} AS\n{query}")
 
 
-def listing(path: str, manifest: Manifest | None, compacted_path: Any) -> tuple[list[tuple[int, str]], list[str]]:
-    """The folders a reader reads now: (micro-batch, folder) above the manifest, and its compacted folders."""
+def listing(path: str, manifest: Manifest | None, compacted_path: Any,
+            known_whole: set[int]) -> tuple[list[tuple[int, str]], list[str]]:
+    """The folders a reader reads now: (micro-batch, folder) above the manifest that a write job finished
+    (``whole``; ``known_whole``: the micro-batches found whole before, added to), and the manifest's compacted
+    folders (a manifest names only finished ones)."""
     through = manifest.through if manifest is not None else -1
-    folders = [(m, storage.join(path, f"micro_batch={m}")) for m in batch_numbers(path) if m > through]
+    folders = []
+    for m in batch_numbers(path):
+        folder = storage.join(path, f"micro_batch={m}")
+        if m > through and (m in known_whole or whole(folder)):
+            known_whole.add(m)
+            folders.append((m, folder))
     compacted = [compacted_path(f.name) for f in manifest.files] if manifest is not None else []
     return folders, compacted
+
+
+def whole(folder: str) -> bool:
+    """Whether a write job finished the folder: its commit marker (``_SUCCESS``), or, where a committer writes
+    none, a data file and no ``_temporary``. A job that failed or was killed leaves neither, and a direct read of
+    such a folder fails (no file to infer a schema from): a crash's leftover, which the micro-batch's re-run
+    replaces."""
+    names = storage.listdir(folder)
+    if "_SUCCESS" in names:
+        return True
+    return "_temporary" not in names and any(not n.startswith(("_", ".")) for n in names)
 
 
 def find_entry(spark: Any, database: str, name: str) -> Entry | None:
