@@ -119,7 +119,7 @@ def check_batch_semantics(query: st.WindowedQuery) -> None:
 def _statement_name(kind: str) -> str:
     return {"CreateStream": "CREATE STREAM", "CreateReplayStream": "CREATE STREAM ... FROM TABLE",
             "CreateStreamingTable": "CREATE STREAMING TABLE", "ShowStreamingTables": "SHOW STREAMING TABLES",
-            "StopStreamingTable": "STOP STREAMING TABLE"}.get(kind, kind)
+            "StopStreamingTable": "STOP STREAMING TABLE", "DropStreamingTable": "DROP STREAMING TABLE"}.get(kind, kind)
 
 
 @diagnostics.in_user_terms

@@ -297,7 +297,38 @@ def serve(host: str = "127.0.0.1", port: int = 10000, *, auth_user: str | None =
     jvm.sqlwin.SqlwinParser.install(_Rewriter(sc, rewrite or _default_rewrite), KEYWORD_REGEX)
     jserver = jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2.startWithContext(
         spark._jsparkSession.sqlContext())
-    return ServerHandle(host, port, spark, jserver, scratch)
+    handle = ServerHandle(host, port, spark, jserver, scratch)
+    resume_streaming_tables(spark)
+    return handle
+
+
+def resume_streaming_tables(spark: SparkSession) -> list[str]:
+    """Keep a registry of the streaming tables this server runs (in its streaming root), and start again each one
+    the registry says was running: in a session of its own, its streams' CREATE STREAM statements and then its own
+    statement, which resume from its checkpoint (``sqlwin.streaming.registry``). A table that cannot start is
+    reported on stderr, one line in the statement's terms, and the others still start. Returns the messages."""
+    from sqlwin.pipeline import execute_statement
+    from sqlwin.streaming import registry
+    from sqlwin.streaming.storage import streaming_root
+
+    root = streaming_root(spark)
+    registry.enable(root)
+    messages = []
+    for entry in registry.entries(root):
+        if not entry.get("running"):
+            continue
+        session = spark.newSession()
+        try:
+            for key, value in entry.get("conf", {}).items():
+                session.conf.set(key, value)
+            for text in [*entry.get("streams", []), entry["statement"]]:
+                result = execute_statement(session, text)
+            message = f"resumed {result.message}"
+        except Exception as err:  # SqlwinError, or Spark's: the server runs on, the table is reported
+            message = f"streaming table {entry.get('name')} not resumed: {str(err).splitlines()[0]}"
+        print(f"sqlwin serve: {message}", file=sys.stderr if "not resumed" in message else sys.stdout, flush=True)
+        messages.append(message)
+    return messages
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,8 +3,8 @@
 What a user gets (GRAMMAR 3 and 5, and the server's one Spark session per connection): a stream is visible to
 the later statements of the connection that created it, as a temp view is, and to no other connection; a
 streaming table keeps running after its statement returns (and after its connection closes), its results are a
-table of that connection (and files every connection can read), and SHOW / STOP STREAMING TABLES work from any
-connection of the server. Uses the server shared with tests/test_server.py.
+table of the server's catalog that every connection reads by name, and SHOW / STOP / DROP STREAMING TABLES work
+from any connection of the server. Uses the server shared with tests/test_server.py.
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ def connections(server: ServerProcess, tmp_path: Path):  # noqa: F811
     a = bench.connect(server.host, server.port)
     b = bench.connect(server.host, server.port)
     yield a, b
-    if shown(b.cursor()).get("jdbc_native", ("stopped",))[0] == "running":  # never leave it running
-        b.cursor().execute("STOP STREAMING TABLE jdbc_native")
+    if "jdbc_native" in shown(b.cursor()):  # never leave it running
+        b.cursor().execute("DROP STREAMING TABLE jdbc_native")
     for conn in (a, b):
         with contextlib.suppress(Exception):  # a may be closed by the test already
             conn.close()
@@ -73,14 +73,21 @@ def test_streaming_tables_over_jdbc(connections, tmp_path: Path) -> None:
     with pytest.raises(Exception) as info:
         cb.execute(QUERY)
     assert "TABLE_OR_VIEW_NOT_FOUND" in _error_text(info.value) and "jdbc_s" in _error_text(info.value)
-    # ... but the server's streaming tables, and their files
+    # ... but the server's streaming tables, and each one's panes by name: a view of the catalog (issue 19, 2)
     assert {k: v for k, v in shown(cb).items() if k.startswith("jdbc_")} == {"jdbc_native": ("running", "native")}
-    data = tmp_path / "n" / "data"
-    assert sorted(bench.fetch(cb, f"SELECT window_start, k, s, c FROM parquet.`{data}`")) == CLOSED
+    assert sorted(bench.fetch(cb, "SELECT window_start, k, s, c FROM jdbc_native")) == CLOSED
+    assert ("default", "jdbc_native", False) in {tuple(r[:3]) for r in bench.fetch(cb, "SHOW VIEWS")}
 
     a.close()  # the tables outlive the connection that started them
     feeder.write([{"k": "b", "v": 7, "ts": ts(45)}])  # W -> 43: [30, 40) closes
-    poll(cb, f"SELECT window_start, k, s, c FROM parquet.`{data}`",
+    poll(cb, "SELECT window_start, k, s, c FROM jdbc_native",
          sorted([*CLOSED, (T + dt.timedelta(seconds=30), "a", 6, 1)]))
     cb.execute("STOP STREAMING TABLE jdbc_native")
     assert {k: v[0] for k, v in shown(cb).items() if k.startswith("jdbc_")} == {"jdbc_native": "stopped"}
+    assert len(bench.fetch(cb, "SELECT * FROM jdbc_native")) == 5  # a stopped table still reads
+    assert bench.fetch(cb, "DROP STREAMING TABLE jdbc_native PURGE") == [("streaming table jdbc_native dropped and "
+                                                                         "its files deleted",)]
+    assert "jdbc_native" not in shown(cb) and not (tmp_path / "n").exists()
+    with pytest.raises(Exception) as info:
+        cb.execute("SELECT * FROM jdbc_native")
+    assert "TABLE_OR_VIEW_NOT_FOUND" in _error_text(info.value)

@@ -222,6 +222,10 @@ class SqlwinGenerator(SparkGenerator):
     def stopstreamingtable_sql(self, expression: n.StopStreamingTable) -> str:
         return f"STOP STREAMING TABLE {self.sql(expression, 'this')}"
 
+    def dropstreamingtable_sql(self, expression: n.DropStreamingTable) -> str:
+        purge = " PURGE" if expression.args.get("purge") else ""
+        return f"DROP STREAMING TABLE {self.sql(expression, 'this')}{purge}"
+
     def explainstatement_sql(self, expression: n.ExplainStatement) -> str:
         mode = expression.args.get("mode")
         return f"EXPLAIN {mode + ' ' if mode else ''}{self.sql(expression, 'this')}"

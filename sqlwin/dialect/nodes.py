@@ -233,6 +233,12 @@ class StopStreamingTable(exp.Expression):
     arg_types = {"this": True}
 
 
+class DropStreamingTable(exp.Expression):
+    """``DROP STREAMING TABLE out [PURGE]``: stop it, remove its catalog views (PURGE: its folders too)."""
+
+    arg_types = {"this": True, "purge": False}
+
+
 class ExplainStatement(exp.Expression):
     """``EXPLAIN [REWRITE | EXTENDED | CODEGEN | COST | FORMATTED] statement``.
 
@@ -250,5 +256,5 @@ ALL_NODES: tuple[type[exp.Expr], ...] = (
     TriggerAfterEach, TriggerRepeatedly, TriggerUntil, TriggerNever, TriggerEveryRows,
     TriggerEveryInterval, TriggerParen, WatermarkDef, CreateStream, ComputedColumn, Proctime,
     CreateReplayStream, CreateStreamingTable, ShowStreamingTables, StopStreamingTable,
-    ExplainStatement,
+    DropStreamingTable, ExplainStatement,
 )

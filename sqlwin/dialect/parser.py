@@ -427,6 +427,11 @@ class SqlwinParser(ClauseParserMixin, SparkParser):
             node = self._parse_create_stream()
         elif word == "EXPLAIN":
             node = self._parse_explain()
+        elif curr.token_type == TokenType.DROP and nxt.text.upper() == "STREAMING":
+            self._advance(2)
+            self._expect(TokenType.TABLE, "TABLE", "after DROP STREAMING")
+            name = self._parse_streaming_table_name()
+            node = self.expression(n.DropStreamingTable(this=name, purge=self._match_text_seq("PURGE") or None))
         elif word == "STOP" and nxt.text.upper() == "STREAMING":
             self._advance(2)
             self._expect(TokenType.TABLE, "TABLE", "after STOP STREAMING")

@@ -112,6 +112,12 @@ class StopStreamingTable:
 
 
 @dataclass(frozen=True)
+class DropStreamingTable:
+    name: str
+    purge: bool = False  # also delete its folders
+
+
+@dataclass(frozen=True)
 class Explain:
     rewrite: bool  # EXPLAIN REWRITE shows the produced SQL; EXPLAIN shows Spark's plan of it
     statement: object  # another plan

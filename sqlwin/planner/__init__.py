@@ -35,6 +35,8 @@ def plan_statement(node: exp.Expr, resolve_schema: SchemaResolver | None, text: 
         return st.ShowStreamingTables()
     if isinstance(node, n.StopStreamingTable):
         return st.StopStreamingTable(node.this.sql("spark"))
+    if isinstance(node, n.DropStreamingTable):
+        return st.DropStreamingTable(node.this.name, bool(node.args.get("purge")))
     if not has_sqlwin_syntax(node):
         return st.Passthrough(text, node)
     return QueryPlanner(resolve_schema).plan(node)

@@ -36,6 +36,7 @@ class RegisteredTable(Protocol):
 _lock = threading.RLock()
 _streams: dict[tuple[str, str], StreamDef] = {}
 _tables: dict[str, RegisteredTable] = {}
+_stream_texts: dict[tuple[str, str], str] = {}  # CREATE STREAM as written: a server's registry replays it
 
 
 def session_key(spark: Any) -> str:
@@ -46,14 +47,24 @@ def session_key(spark: Any) -> str:
         return str(id(spark))
 
 
-def add_stream(spark: Any, stream: StreamDef) -> None:
+def add_stream(spark: Any, stream: StreamDef, text: str | None = None) -> None:
     with _lock:
-        _streams[(session_key(spark), stream.name.lower())] = stream
+        key = (session_key(spark), stream.name.lower())
+        _streams[key] = stream
+        if text is not None:
+            _stream_texts[key] = text
+
+
+def stream_text(spark: Any, name: str) -> str | None:
+    """The CREATE STREAM statement that made stream ``name`` of this session, as written."""
+    with _lock:
+        return _stream_texts.get((session_key(spark), name.lower()))
 
 
 def drop_stream(spark: Any, name: str) -> None:
     with _lock:
         _streams.pop((session_key(spark), name.lower()), None)
+        _stream_texts.pop((session_key(spark), name.lower()), None)
 
 
 def find_stream(spark: Any, name: str) -> StreamDef | None:

@@ -1,10 +1,11 @@
 """The names a streaming table writes, checked before it starts.
 
-A streaming table's sink and its ``LATE ROWS TO`` table are temporary views of the session, registered again
-at every commit (``sinks.BatchSink``). A view of the same name as a stream, a table of the catalog or another
-running streaming table's output would hide it, or two queries would take turns replacing one view: the user
-would read one table's rows under another's name. Each such name is an error at the SQL that chose it, and
-so is a replay's LATE ROWS TO name that would hide one of them.
+A streaming table's sink and its ``LATE ROWS TO`` table are views of the session catalog, shared by every session,
+registered again at every commit (``sinks.BatchSink``, ``tableviews``). A view of the same name as a stream, a
+table of the catalog or another streaming table's output would hide it, or two queries would take turns replacing
+one view: the user would read one table's rows under another's name. The only catalog object an output may
+replace is its own view, left by an earlier run of the same streaming table. Each such name is an error at the
+SQL that chose it, and so is a replay's LATE ROWS TO name that would hide one of them.
 ``INSERT INTO`` continues an existing sink (GRAMMAR 5): a streaming table of the process that is stopped, or
 one whose folder a previous run left; a name that is neither is an error (a typo would otherwise start a
 new sink silently).
@@ -19,7 +20,7 @@ from sqlglot import exp
 from sqlwin.dialect import nodes as n
 from sqlwin.errors import SqlwinError
 from sqlwin.plan.statements import WindowedQuery
-from sqlwin.streaming import catalog, storage
+from sqlwin.streaming import catalog, storage, tableviews
 from sqlwin.streaming.storage import streaming_root
 
 
@@ -47,7 +48,7 @@ def check_replay_outputs(spark: Any, query: WindowedQuery) -> None:
 
 def check_stream_name(spark: Any, name: str, node: exp.Expr | None) -> None:
     """``CREATE STREAM name``: its view must not replace a running streaming table's sink or late rows."""
-    for table in _running_here(spark):
+    for table in _running():
         writes = _writes(table, name.lower())
         if writes:
             raise _error(node.this if node is not None else None,
@@ -55,11 +56,10 @@ def check_stream_name(spark: Any, name: str, node: exp.Expr | None) -> None:
                          "choose another name")
 
 
-def _running_here(spark: Any) -> list[Any]:
-    """The running streaming tables whose views are this session's (a JDBC connection has a session of its own;
-    a stopped table's views are no longer written)."""
-    here = catalog.session_key(spark)
-    return [t for t in catalog.all_tables() if t.is_active and catalog.session_key(t.spark) == here]
+def _running() -> list[Any]:
+    """The running streaming tables of the process, whichever session started them: their views are in the
+    catalog every session shares (a stopped table's views are no longer written)."""
+    return [t for t in catalog.all_tables() if t.is_active]
 
 
 def _writes(table: Any, key: str) -> str | None:
@@ -83,23 +83,32 @@ def _check_free(spark: Any, table: str, wanted: str, role: str, node: exp.Expr |
     if catalog.find_stream(spark, wanted) is not None:
         raise _error(node, f"{role} {wanted}: {wanted} is a stream of this session; the table's view would hide "
                            "it: choose another name")
-    for other in _running_here(spark):
+    for other in _running():
         if other.name.lower() == table.lower():
             continue  # the same table started again
         writes = _writes(other, key)
         if writes:
             raise _error(node, f"{role} {wanted}: the running streaming table {other.name} writes {writes} there; "
                                "choose another name")
-    if _is_catalog_table(spark, wanted):
-        raise _error(node, f"{role} {wanted}: {wanted} is a table of the catalog, which the streaming table's view "
-                           "would hide (sqlwin writes its own files); choose another name")
+    if not _is_catalog_table(spark, wanted):
+        return
+    entry = tableviews.find_entry(spark, tableviews.current_database(spark), wanted)
+    own_role = "sink" if role in ("CREATE STREAMING TABLE", "INSERT INTO") else "late_rows"
+    if entry is not None and table and entry.table.lower() == table.lower() and entry.role == own_role:
+        return  # this table's own view, from an earlier run
+    if entry is not None:
+        what = "panes" if entry.role == "sink" else "late rows"
+        raise _error(node, f"{role} {wanted}: {wanted} holds the {what} of streaming table {entry.table}; DROP "
+                           f"STREAMING TABLE {entry.table} first, or choose another name")
+    raise _error(node, f"{role} {wanted}: {wanted} is a table of the catalog, which the streaming table's view "
+                       "would replace (sqlwin writes its own files); choose another name")
 
 
 def _is_catalog_table(spark: Any, name: str) -> bool:
-    """A table of the catalog (not a temporary view: the sink views of earlier runs are those)."""
+    """A table or view of the catalog in the current database (not a temporary view)."""
     try:
-        return not spark.catalog.getTable(name).isTemporary
-    except Exception:  # no such table, or a name the catalog cannot look up
+        return bool(spark.catalog.tableExists(tableviews.qualified(tableviews.current_database(spark), name)))
+    except Exception:  # a name the catalog cannot look up
         return False
 
 

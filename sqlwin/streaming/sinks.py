@@ -27,12 +27,13 @@ from __future__ import annotations
 from typing import Any
 
 from sqlwin.errors import SqlwinError
-from sqlwin.streaming import storage
+from sqlwin.streaming import storage, tableviews
 from sqlwin.streaming.compaction import META, CompactionPolicy, Compactor, SinkLog, batch_numbers
 from sqlwin.streaming.connect import is_connect
 
 FILE_FORMATS = ("parquet", "json", "orc", "csv")  # tested; any other file source Spark resolves works too
-_OPTIONS = {"csv": {"header": "true"}}  # written and read with each format
+# written and read with each format (json: a column null in every row of a file is still in it, for the catalog view)
+_OPTIONS = {"csv": {"header": "true"}, "json": {"ignoreNullFields": "false"}}
 
 
 def sink_format(spark: Any, fmt: str, table: str) -> str:
@@ -128,6 +129,10 @@ class BatchSink:
         self.log = SinkLog(self.path)
         self.compactor = Compactor(self, compaction) if compaction is not None and compaction.enabled else None
         self.writes_here = False  # this process writes the sink (its disk is the sink's: see ``read``)
+        # a streaming table's output: a view of the catalog (qualified name, what it is), not a temp view
+        self.catalog_view: tuple[str, tableviews.Entry] | None = None
+        self._view_sql: str | None = None  # the definition last given to the catalog
+        self._whole: set[int] = set()  # micro-batch folders seen whole (a write or a clear forgets its own)
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "writes_here": False}  # pickled to a Spark Connect server: it writes there
@@ -161,6 +166,7 @@ class BatchSink:
         from pyspark.sql import functions as F
 
         self.writes_here = True
+        self._whole.discard(batch)
         target = self.batch_path(batch)
         observation = Observation()  # counted by the writing job itself: no second job, any format
         self.writer(df.observe(observation, F.count(F.lit(1)).alias("rows"))).save(target)
@@ -174,6 +180,7 @@ class BatchSink:
     def clear(self, batch: int) -> None:
         """Remove a batch's folder left by an attempt that crashed (the retry may write nothing)."""
         self.writes_here = True
+        self._whole.discard(batch)
         storage.delete(self.batch_path(batch))
         if self.compactor is not None:
             self.compactor.cleared(batch)
@@ -189,10 +196,21 @@ class BatchSink:
                               f"{', '.join(unsupported)}: choose another format (USING parquet, orc, json)")
 
     def register(self, spark: Any) -> None:
-        """(Re)define the temp view: a fresh file listing, so it shows every committed batch."""
+        """(Re)define the view: a fresh file listing, so it shows every committed batch. A streaming table's
+        output is a view of the catalog, replaced only when the files to read changed
+        (``sqlwin.streaming.tableviews``); a replay's, a temp view."""
         if self.schema is None:
             return
-        self.read(spark).createOrReplaceTempView(self.name)
+        if self.catalog_view is None:
+            self.read(spark).createOrReplaceTempView(self.name)
+            return
+        view, entry = self.catalog_view
+        manifest = self.log.newest()
+        folders, compacted = tableviews.listing(self.path, manifest, self.log.compacted_path, self._whole)
+        sql = tableviews.view_query(self.format, self.options, self.schema, folders, compacted)
+        if sql != self._view_sql:
+            tableviews.define(spark, view, entry, sql, first=self._view_sql is None)
+            self._view_sql = sql
 
     def read(self, spark: Any) -> Any:
         """The sink's rows: the newest manifest's compacted files and the folders above its ``through``, listed

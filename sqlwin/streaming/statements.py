@@ -13,7 +13,7 @@ from sqlwin.diagnostics import read_failure
 from sqlwin.errors import SqlwinError
 from sqlwin.plan import statements as st
 from sqlwin.results import StatementResult
-from sqlwin.streaming import catalog, trace
+from sqlwin.streaming import catalog, registry, storage, tableviews, trace
 from sqlwin.streaming.analysis import check_as_batch, in_user_terms, start_cleanly
 from sqlwin.streaming.compaction import CompactionPolicy
 from sqlwin.streaming.names import check_outputs, check_replay_outputs, check_stream_name
@@ -23,7 +23,7 @@ from sqlwin.streaming.sources import expand_conf, stream_dataframe
 from sqlwin.streaming.tables import StreamingTable, latest_view_sql, table_location
 
 STREAMING_PLANS = (st.CreateStream, st.CreateReplayStream, st.CreateStreamingTable, st.ShowStreamingTables,
-                   st.StopStreamingTable)
+                   st.StopStreamingTable, st.DropStreamingTable)
 
 
 def streams_read(spark: Any, node: exp.Expr) -> dict[str, catalog.StreamDef]:
@@ -53,7 +53,10 @@ def execute(spark: Any, text: str, plan: object) -> StatementResult:
         if table is None:
             raise SqlwinError(f"STOP STREAMING TABLE {plan.name}: no such streaming table")
         table.stop()
+        registry.set_running(table.name, False)  # a server started again does not resume it
         return StatementResult(text, message=f"streaming table {table.name} stopped")
+    if isinstance(plan, st.DropStreamingTable):
+        return StatementResult(text, message=drop_table(spark, plan.name, plan.purge))
     prepared = prepare(spark, text, plan)
     if isinstance(prepared, StreamingShape):  # a replay
         from sqlwin.streaming.replay import replay
@@ -64,6 +67,9 @@ def execute(spark: Any, text: str, plan: object) -> StatementResult:
                 run.result = panes
         return StatementResult(text, dataframe=panes)
     table = prepared.start()
+    query = plan.query.node if isinstance(plan, st.CreateStreamingTable) else plan.node
+    registry.record(spark, table.name, text, [t for t in (catalog.stream_text(spark, s) for s in
+                                                           streams_read(spark, query)) if t is not None])
     if isinstance(plan, st.CreateStreamingTable):
         return StatementResult(text, message=f"streaming table {table.name} started ({table.path} path: {table.why})")
     return StatementResult(text, message=f"streaming insert into {table.name} started ({table.path} path)")
@@ -146,7 +152,7 @@ def _create_stream(spark: Any, text: str, plan: st.CreateStream) -> StatementRes
     df = stream_dataframe(spark, plan)
     check_punctuation(df, plan.watermark)
     df.createOrReplaceTempView(plan.name)
-    catalog.add_stream(spark, plan)
+    catalog.add_stream(spark, plan, text)
     return StatementResult(text, message=f"stream {plan.name} created")
 
 
@@ -189,6 +195,37 @@ def check_punctuation(rows: Any, watermark: st.WatermarkSpec | None) -> None:
             raise SqlwinError.at(node, f"WATERMARK FOR {watermark.column} AS {node.sql('spark')}: the watermark of "
                                        f"a marker row must be a {wanted}, as {watermark.column} is; got "
                                        f"{data_type.simpleString().upper()}")
+
+
+def drop_table(spark: Any, name: str, purge: bool) -> str:
+    """``DROP STREAMING TABLE name [PURGE]``: stop it if it runs, forget it, drop its catalog views; PURGE deletes
+    its folder and its outputs' folders (through the storage layer). A table this process does not run is found by
+    its views in the current database (their properties name its folders)."""
+    table = catalog.find_table(name)
+    views: list[str] = []
+    folders: list[str] = []
+    if isinstance(table, StreamingTable):
+        table.stop()
+        catalog.remove_table(table.name)
+        for sink in table.outputs():
+            if sink.catalog_view is not None:
+                views.append(sink.catalog_view[0])
+            folders.append(sink.path)
+        folders.insert(0, table.location)
+    database = tableviews.current_database(spark)
+    for view, entry in tableviews.entries_of(spark, database, name):
+        views.append(tableviews.qualified(database, view))
+        folders += [entry.location, entry.sink]
+    known = registry.remove(name)
+    if table is None and not views and not known:
+        raise SqlwinError(f"DROP STREAMING TABLE {name}: no such streaming table (neither running in this server "
+                          f"or process nor in the catalog's database {database})")
+    for view in dict.fromkeys(views):
+        spark.sql(f"DROP VIEW IF EXISTS {view}")
+    if purge:
+        for folder in dict.fromkeys(f for f in folders if f):
+            storage.delete(folder)
+    return f"streaming table {name} dropped" + (" and its files deleted" if purge else "")
 
 
 def show_tables(spark: Any) -> Any:

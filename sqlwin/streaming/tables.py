@@ -20,7 +20,7 @@ from typing import Any
 from sqlwin.core.panes import MAX_TIME, MIN_TIME
 from sqlwin.diagnostics import runtime_failure
 from sqlwin.errors import SqlwinError
-from sqlwin.streaming import catalog, storage
+from sqlwin.streaming import catalog, storage, tableviews
 from sqlwin.streaming.compaction import CompactionPolicy
 from sqlwin.streaming.shape import StreamingShape, choose_path
 from sqlwin.streaming.sinks import BatchSink, sink_format
@@ -72,6 +72,11 @@ class StreamingTable:
         late = shape.late_rows_to
         self.late_sink = BatchSink(late, storage.join(self.location, "late_rows"), wanted, compaction,
                                    spark_options) if late else None
+        self.database = tableviews.current_database(spark)  # where its views go in the catalog
+        for sink, role in ((self.sink, "sink"), (self.late_sink, "late_rows")):
+            if sink is not None:
+                entry = tableviews.Entry(name, role, self.location, sink.path)
+                sink.catalog_view = (tableviews.qualified(self.database, sink.name), entry)
         self.available_now = str(spark.conf.get(AVAILABLE_NOW_CONF, "false")).lower() == "true"
         self.query: Any = None
         self.operator: Any = None
@@ -114,6 +119,10 @@ class StreamingTable:
             self.operator.ticks.close()
         if self.operator is not None and self.committed_state is None:  # over Connect: refreshed on the server
             self.operator.show_committed()
+
+    def outputs(self) -> list[Any]:
+        """Its sinks: the panes, and the late rows if it has LATE ROWS TO."""
+        return [s for s in (self.sink, self.late_sink) if s is not None]
 
     def apply_trigger(self, writer: Any) -> Any:
         """The writer with the table's trigger: ``availableNow`` under ``sqlwin run --available-now``, else the

@@ -1,0 +1,116 @@
+"""Streaming tables are tables (issue 19, point 2): a streaming table's panes and late rows are views of the
+session catalog, read by name from any session; DROP STREAMING TABLE [PURGE] removes them.
+
+The stream is fed file by file (tests/streamtools.py), each file processed whole before the next; the panes are
+the hand-worked ones of tests/test_streaming.py (BATCHES), compacted every 2 micro-batches so that a reader of the
+catalog view reads a compacted file and folders, each row once. JDBC connections reading by name:
+tests/test_streaming_server.py.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import sqlwin
+from sqlwin.dialect import parse_one
+from sqlwin.errors import SqlwinError
+from sqlwin.streaming import catalog
+from sqlwin.streaming.compaction import SinkLog
+from tests.streamtools import Feeder, rows_of
+from tests.test_streaming import BATCHES, at
+
+pytestmark = pytest.mark.slow
+
+PANES = ["window_start", "k", "s", "c", "pane_index", "pane_timing", "is_final", "micro_batch"]
+LATE = ["k", "v", "ts", "window_start", "window_end", "watermark", "reason", "micro_batch"]
+QUERY = """SELECT window_start, window_end, k, SUM(v) AS s, COUNT(*) AS c
+    FROM TUMBLE(TABLE cat_s, DESCRIPTOR(ts), INTERVAL 10 SECONDS) GROUP BY window_start, window_end, k"""
+CUSTOM = [(at(0), "a", 3, 2, 0, "ON_TIME", False, 2), (at(0), "a", 8, 3, 1, "LATE", False, 3),
+          (at(0), "b", 3, 1, 0, "ON_TIME", False, 2), (at(10), "a", 4, 1, 0, "ON_TIME", True, 5)]
+
+
+def test_dialect_round_trip() -> None:
+    for text in ("DROP STREAMING TABLE out", "DROP STREAMING TABLE out PURGE"):
+        assert parse_one(text).sql(dialect="sqlwin") == text
+    with pytest.raises(SqlwinError, match="line 1, col"):
+        parse_one("DROP STREAMING out")
+
+
+def test_outputs_are_catalog_views_read_by_name_from_any_session(spark, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(tmp_path / "root"))
+    folder = tmp_path / "in"
+    sqlwin.sql(spark, f"CREATE STREAM cat_s (k STRING, v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL 2 "
+                      f"SECONDS) USING json OPTIONS (path '{folder}')")
+    try:
+        sqlwin.sql(spark, f"CREATE STREAMING TABLE cat_out OPTIONS (compaction_batches '2') AS {QUERY} "
+                          "ALLOWED LATENESS INTERVAL 5 SECONDS LATE ROWS TO cat_late")
+        table = catalog.find_table("cat_out")
+        other = spark.newSession()  # another session: no stream cat_s, no temp view of the tables
+        failures: list[str] = []
+        done = threading.Event()
+
+        def read_all_along() -> None:
+            """The views are changed in place at every commit: a reader always finds them, never in a gap between
+            a drop and a create (Spark's CREATE OR REPLACE VIEW), and the files they name are there."""
+            while not done.is_set():
+                try:
+                    other.table("cat_out").schema  # noqa: B018 (resolving the view and its files is the check)
+                except Exception as err:  # any failure of a reader is a finding
+                    failures.append(str(err).splitlines()[0])
+                done.wait(0.2)
+
+        reader = threading.Thread(target=read_all_along)
+        reader.start()
+        try:
+            Feeder(folder).feed(BATCHES, table)
+        finally:
+            done.set()
+            reader.join()
+        assert failures == []
+        assert not other.catalog.tableExists("cat_s")
+        for name in ("cat_out", "cat_late"):
+            found = other.catalog.getTable(name)
+            assert (found.tableType, found.isTemporary) == ("VIEW", False), name
+        # micro-batches 2 and 3 compacted when 5 was written: one compacted file and the folder 5, each row once
+        assert SinkLog(str(tmp_path / "root" / "cat_out" / "data")).newest().through == 4
+        assert rows_of(other.sql("SELECT * FROM cat_out"), PANES) == CUSTOM
+        assert rows_of(other.table("cat_late"), LATE) == [("a", 7, at(8), at(0), at(10), at(28), "late", 6)]
+
+        # the names stay the table's: another table may not take them, from any session
+        sqlwin.sql(other, f"CREATE STREAM cat_s (k STRING, v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts) USING json "
+                          f"OPTIONS (path '{folder}')")
+        with pytest.raises(SqlwinError, match="LATE ROWS TO cat_out: the running streaming table cat_out writes its "
+                                              "panes there"):
+            sqlwin.sql(other, f"CREATE STREAMING TABLE cat_x AS {QUERY} "
+                              "ALLOWED LATENESS INTERVAL 5 SECONDS LATE ROWS TO cat_out")
+        sqlwin.sql(spark, "STOP STREAMING TABLE cat_out")
+        with pytest.raises(SqlwinError, match=r"line 1, col 24: CREATE STREAMING TABLE cat_late: cat_late holds the "
+                                              "late rows of streaming table cat_out; DROP STREAMING TABLE cat_out "
+                                              "first, or choose another name"):
+            sqlwin.sql(spark, f"CREATE STREAMING TABLE cat_late AS {QUERY}")
+
+        # DROP: stopped or running, its views go; PURGE: its folder too
+        assert sqlwin.sql(spark, "DROP STREAMING TABLE cat_out").collect()[0][0] == "streaming table cat_out dropped"
+        assert not spark.catalog.tableExists("cat_out") and not spark.catalog.tableExists("cat_late")
+        assert (tmp_path / "root" / "cat_out" / "data").is_dir()
+        assert catalog.find_table("cat_out") is None
+        with pytest.raises(SqlwinError, match="DROP STREAMING TABLE cat_out: no such streaming table"):
+            sqlwin.sql(spark, "DROP STREAMING TABLE cat_out")
+        # started again on its folder, it resumes and defines its views again; DROP ... PURGE from another session
+        sqlwin.sql(spark, f"CREATE STREAMING TABLE cat_out OPTIONS (compaction_batches '2') AS {QUERY} "
+                          "ALLOWED LATENESS INTERVAL 5 SECONDS LATE ROWS TO cat_late")
+        again = catalog.find_table("cat_out")
+        again.process_all_available()
+        assert rows_of(other.table("cat_out"), PANES) == CUSTOM
+        sqlwin.sql(other, "DROP STREAMING TABLE cat_out PURGE")
+        assert not again.is_active and not (tmp_path / "root" / "cat_out").exists()
+        assert not spark.catalog.tableExists("cat_out") and not spark.catalog.tableExists("cat_late")
+        assert [r.name for r in sqlwin.sql(spark, "SHOW STREAMING TABLES").collect()] == []
+    finally:
+        for table in catalog.all_tables():
+            table.stop()
+            catalog.remove_table(table.name)
+        for name in ("cat_out", "cat_late"):
+            spark.sql(f"DROP VIEW IF EXISTS default.{name}")
