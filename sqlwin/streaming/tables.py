@@ -182,7 +182,9 @@ class StreamingTable:
         totals = self._native
         with self._native_lock:  # SHOW from several JDBC connections at once counts each micro-batch once
             for progress in (q.recentProgress if q is not None else []):  # the last 100: totals kept as they come
-                if progress.batchId <= totals["last_batch"]:
+                durations = getattr(progress, "durationMs", None) or {}
+                # an idle trigger reports the number of the batch it did not run: only a run batch counts
+                if progress.batchId <= totals["last_batch"] or "addBatch" not in durations:
                     continue
                 ops = progress.get("stateOperators") or []
                 totals["last_batch"] = progress.batchId
