@@ -2,8 +2,9 @@
 
 Each ``<name>.sql`` is a Jinja template (sandboxed) whose SELECT may use sqlwin syntax.
 ``{{ ref('m') }}`` names another model, ``{{ source('s', 't') }}`` an input table,
-``{{ config(materialized='view'|'table') }}`` how the result is kept (default ``view``: a
-temporary view), ``{{ var('k', default) }}`` a value from ``vars``. Models run in dependency
+``{{ config(materialized='view'|'table'|'streaming_table') }}`` how the result is kept (default ``view``: a
+temporary view; ``streaming_table``, dbt-databricks' name: a sqlwin streaming table, started and left running,
+``options`` its OPTIONS), ``{{ var('k', default) }}`` a value from ``vars``. Models run in dependency
 order; each query goes through :func:`sqlwin.sql`, so it is rewritten exactly as the CLI and
 the JDBC server would.
 
@@ -11,7 +12,9 @@ Sources come from ``sources.yml`` (any ``*.yml`` in the folder, dbt's format). A
 with ``meta: {sqlwin: {path: ..., format: csv, schema: "...", options: {...}}}`` is loaded from
 that file (path relative to the yml) into a temporary view ``<source>__<table>``; otherwise it
 names ``<schema>.<identifier>`` as in dbt (schema defaults to the source name). A source not
-declared anywhere resolves to an existing table ``s.t``, else ``t``.
+declared anywhere resolves to an existing table ``s.t``, else ``t``. A source with ``meta: {sqlwin: {stream:
+"<columns, WATERMARK ...>", format: json, path: ..., options: {...}}}`` is a stream: ``CREATE STREAM
+<source>__<table> (<stream>) USING <format> OPTIONS (path ..., ...)``, for streaming-table models to read.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from sqlwin.errors import SqlwinError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-MATERIALIZATIONS = ("view", "table")
+MATERIALIZATIONS = ("view", "table", "streaming_table")
 
 
 @dataclass
@@ -95,6 +98,10 @@ class _Context:
                 return ".".join(map(_quote, key))
             return _quote(table_name)
         spec = (entry.get("meta") or {}).get("sqlwin") or {}
+        if "stream" in spec:
+            if key not in self.loaded:
+                self.loaded[key] = self._stream(source_name, table_name, entry["_dir"], spec)
+            return self.loaded[key]
         if "path" not in spec:
             return f"{_quote(entry['_schema'])}.{_quote(entry.get('identifier', table_name))}"
         if key not in self.loaded:
@@ -113,6 +120,23 @@ class _Context:
         view = f"{source_name}__{table_name}"
         reader.load(str((folder / spec["path"]).resolve())).createOrReplaceTempView(view)
         return _quote(view)
+
+    def _stream(self, source_name: str, table_name: str, folder: Path, spec: dict[str, Any]) -> str:
+        """Declare a stream source (``CREATE STREAM``) once; return its name."""
+        from sqlwin.api import sql as sqlwin_sql
+
+        name = f"{source_name}__{table_name}"
+        options = {"path": str((folder / spec["path"]).resolve())} if "path" in spec else {}
+        options.update({k: str(v).lower() if isinstance(v, bool) else str(v)
+                        for k, v in (spec.get("options") or {}).items()})
+        listed = ", ".join(f"'{k}' '{v}'" for k, v in options.items())
+        statement = (f"CREATE STREAM {name} ({spec['stream']}) USING {spec.get('format', 'json')}"
+                     + (f" OPTIONS ({listed})" if listed else ""))
+        try:
+            sqlwin_sql(self.spark, statement)
+        except SqlwinError as e:
+            raise SqlwinError(f"source {source_name}.{table_name} (stream): {e}") from None
+        return name  # as declared: a streaming query names its stream
 
     def config(self, **kwargs: Any) -> str:
         assert self.current is not None
@@ -190,6 +214,27 @@ def _replace_table(spark: SparkSession, name: str, df: Any, file_format: str) ->
     df.write.mode("overwrite").format(file_format).saveAsTable(name)
 
 
+def _start_streaming_table(spark: SparkSession, model: _Model) -> None:
+    """``CREATE STREAMING TABLE <model> [OPTIONS (...)] AS <its query>``: its sink is read by name (``ref``).
+    One already running (the folder run again in this process) goes on; a stopped one resumes from its folder."""
+    from sqlwin.api import sql as sqlwin_sql
+    from sqlwin.streaming import catalog
+
+    running = catalog.find_table(model.name)
+    if running is not None and running.is_active:
+        return
+
+    options = model.config.get("options") or {}
+    listed = ", ".join(f"'{k}' '{v}'" for k, v in options.items())
+    head = f"CREATE STREAMING TABLE {model.name}" + (f" OPTIONS ({listed})" if listed else "") + " AS\n"
+    try:
+        sqlwin_sql(spark, head + model.sql)
+    except SqlwinError as e:  # positions in the model's own text, below the line sqlwin put on top
+        if e.line is not None and e.line > 1:
+            raise SqlwinError(e.message, e.line - 1, e.col) from None
+        raise
+
+
 def run_models(spark: SparkSession, path: str | Path, *, vars: dict[str, Any] | None = None,
                select: list[str] | None = None) -> list[ModelResult]:
     """Run every model of the folder ``path`` (or those in ``select`` and what they ref).
@@ -231,11 +276,13 @@ def run_models(spark: SparkSession, path: str | Path, *, vars: dict[str, Any] | 
         started = time.perf_counter()
         kind = model.config.get("materialized", "view")
         try:
-            df = sqlwin_sql(spark, model.sql)
-            if kind == "table":
+            if kind == "streaming_table":  # started, and left running (``sqlwin run`` watches it)
+                _start_streaming_table(spark, model)
+            elif kind == "table":
+                df = sqlwin_sql(spark, model.sql)
                 _replace_table(spark, model.name, df, model.config.get("file_format", "parquet"))
             else:
-                df.createOrReplaceTempView(model.name)
+                sqlwin_sql(spark, model.sql).createOrReplaceTempView(model.name)
         except (SqlwinError, PySparkException) as e:
             raise SqlwinError(f"model {model.name} ({model.path.name}): {e}") from None
         results.append(ModelResult(model.name, kind, model.name, ", ".join(model.refs),

@@ -112,3 +112,52 @@ def test_templates_are_sandboxed(spark, tmp_path: Path) -> None:
         run_models(spark, folder)
     with pytest.raises(SqlwinError, match="materialized='incremental'"):
         run_models(spark, _folder(tmp_path, {"evil.sql": "{{ config(materialized='incremental') }}SELECT 1"}))
+
+
+@pytest.mark.slow
+def test_a_streaming_table_model_reads_a_stream_source_and_is_read_by_ref(spark, tmp_path: Path,
+                                                                          monkeypatch) -> None:
+    """``materialized='streaming_table'`` over a stream declared in sources.yml; a view model refs it. The
+    panes are tests/test_streaming.py's hand-worked ones (10-second TUMBLE, delay 2 s, lateness 5 s)."""
+    from sqlwin.streaming import catalog
+    from tests.streamtools import Feeder
+    from tests.test_streaming import BATCHES, at
+
+    monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(tmp_path / "root"))
+    project = tmp_path / "models"
+    project.mkdir()
+    (project / "sources.yml").write_text("""
+sources:
+  - name: shop
+    tables:
+      - name: bids
+        meta:
+          sqlwin:
+            stream: "k STRING, v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS"
+            format: json
+            path: ../in
+""")
+    (project / "bid_totals.sql").write_text("""{{ config(materialized='streaming_table') }}
+SELECT window_start, window_end, k, SUM(v) AS s, COUNT(*) AS c
+FROM TUMBLE(TABLE {{ source('shop', 'bids') }}, DESCRIPTOR(ts), INTERVAL 10 SECONDS)
+GROUP BY window_start, window_end, k
+ALLOWED LATENESS INTERVAL 5 SECONDS
+""")
+    (project / "final_totals.sql").write_text("""SELECT window_start, k, s, pane_timing
+FROM {{ ref('bid_totals') }} WHERE is_final OR pane_timing = 'ON_TIME'
+""")
+    feeder = Feeder(tmp_path / "in")
+    try:
+        results = run_models(spark, project)
+        assert [(r.model, r.materialized) for r in results] == [("bid_totals", "streaming_table"),
+                                                               ("final_totals", "view")]
+        table = catalog.find_table("bid_totals")
+        assert table.path == "custom"
+        feeder.feed(BATCHES, table)
+        run_models(spark, project, select=["final_totals"])  # the view again, over what the table holds now
+        assert _rows(spark, "final_totals") == [(at(0), "a", 3, "ON_TIME"), (at(0), "b", 3, "ON_TIME"),
+                                                (at(10), "a", 4, "ON_TIME")]
+    finally:
+        for table in catalog.all_tables():
+            table.stop()
+            catalog.remove_table(table.name)
