@@ -36,6 +36,8 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--rate", type=int, default=20_000, help="rows per second (default 20000)")
     parser.add_argument("--trigger", type=float, default=1.0, help="seconds between micro-batches (default 1)")
+    parser.add_argument("--compaction-batches", type=int, default=50,
+                        help="the sink's compaction_batches option (default 50, the table default)")
     args = parser.parse_args()
     print(f"load before: {load()}", flush=True)
     root = Path(tempfile.mkdtemp(prefix="sqlwin-bench-soak-"))
@@ -47,7 +49,8 @@ def main() -> None:
         sqlwin.sql(spark, f"CREATE STREAM soak_in (ts TIMESTAMP, v BIGINT, "
                           f"WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS) USING rate "
                           f"OPTIONS (rowsPerSecond '{args.rate}')")
-        sqlwin.sql(spark, f"""CREATE STREAMING TABLE soak_out OPTIONS ('trigger' '{args.trigger} seconds') AS
+        sqlwin.sql(spark, f"""CREATE STREAMING TABLE soak_out
+            OPTIONS ('trigger' '{args.trigger} seconds', 'compaction_batches' '{args.compaction_batches}') AS
             SELECT window_start, window_end, v % 100 AS k, SUM(v) AS s, COUNT(*) AS c
             FROM TUMBLE(TABLE soak_in, DESCRIPTOR(ts), INTERVAL 10 SECONDS)
             GROUP BY window_start, window_end, v % 100
