@@ -212,7 +212,8 @@ def main() -> None:
         for keys in (int(k) for k in args.keys.split(",")):
             files, flush = make_files(root, keys, args.files, args.rows)
             engines = Engines(spark, root, files, flush)
-            engines.spark_native()  # warm-up: JIT, Python workers
+            if "spark" in args.engines:
+                engines.spark_native()  # warm-up: JIT, Python workers
             runs: dict[str, list[Run]] = {"spark": [], "custom": [], "driver": []}
             for _ in range(args.repeat):
                 if "spark" in args.engines:
