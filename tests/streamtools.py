@@ -6,8 +6,10 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 T0 = dt.datetime(2024, 1, 1)
 
@@ -46,3 +48,24 @@ class Feeder:
 def rows_of(df, columns: list[str] | None = None) -> list[tuple]:
     data = df.select(*columns) if columns else df
     return sorted(tuple(r) for r in data.collect())
+
+
+@contextmanager
+def stream_env(spark: Any, tmp_path: Path, monkeypatch: Any, test_name: str) -> Iterator[tuple[str, Feeder, Path]]:
+    """A stream ``s_<test>`` (k, v, ts; watermark 2 s) over a fresh folder, with its own streaming root:
+    (stream name, its feeder, the root); every streaming table the test started is stopped afterwards."""
+    import sqlwin
+    from sqlwin.streaming import catalog
+
+    monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(tmp_path / "root"))
+    name = f"s_{test_name.split('[')[0][5:]}"[:40]
+    folder = tmp_path / "in"
+    folder.mkdir()
+    sqlwin.sql(spark, f"CREATE STREAM {name} (k STRING, v INT, ts TIMESTAMP, "
+                      f"WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS) USING json OPTIONS (path '{folder}')")
+    try:
+        yield name, Feeder(folder), tmp_path / "root"
+    finally:
+        for table in catalog.all_tables():
+            table.stop()
+            catalog.remove_table(table.name)

@@ -16,7 +16,7 @@ from sqlwin.errors import SqlwinError
 from sqlwin.streaming import catalog
 from sqlwin.streaming.compaction import FANIN, Compactor, SinkLog, plan
 from sqlwin.streaming.sinks import BatchSink
-from tests.streamtools import Feeder, rows_of, ts
+from tests.streamtools import rows_of, stream_env, ts
 from tests.test_streaming import BATCHES, at
 
 pytestmark = pytest.mark.slow
@@ -30,16 +30,8 @@ QUERY = """SELECT window_start, window_end, k, SUM(v) AS s, COUNT(*) AS c
 @pytest.fixture()
 def env(spark, tmp_path, monkeypatch, request):
     """A stream ``s_<test>`` over a fresh folder, with its own streaming root; stops what the test started."""
-    monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(tmp_path / "root"))
-    name = f"s_{request.node.name.split('[')[0][5:]}"[:40]
-    folder = tmp_path / "in"
-    folder.mkdir()
-    sqlwin.sql(spark, f"CREATE STREAM {name} (k STRING, v INT, ts TIMESTAMP, "
-                      f"WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS) USING json OPTIONS (path '{folder}')")
-    yield name, Feeder(folder), tmp_path / "root"
-    for table in catalog.all_tables():
-        table.stop()
-        catalog.remove_table(table.name)
+    with stream_env(spark, tmp_path, monkeypatch, request.node.name) as env:
+        yield env
 
 
 def start(spark, sql: str):

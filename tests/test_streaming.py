@@ -17,7 +17,7 @@ import pytest
 import sqlwin
 from sqlwin.errors import SqlwinError
 from sqlwin.streaming import catalog
-from tests.streamtools import Feeder, rows_of, ts
+from tests.streamtools import Feeder, rows_of, stream_env, ts
 
 pytestmark = pytest.mark.slow
 
@@ -31,16 +31,8 @@ def at(seconds: float) -> dt.datetime:
 @pytest.fixture()
 def env(spark, tmp_path, monkeypatch, request):
     """A stream ``s_<test>`` over a fresh folder, with its own streaming root; stops what the test started."""
-    monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(tmp_path / "root"))
-    name = f"s_{request.node.name.split('[')[0][5:]}"[:40]
-    folder = tmp_path / "in"
-    folder.mkdir()
-    sqlwin.sql(spark, f"CREATE STREAM {name} (k STRING, v INT, ts TIMESTAMP, "
-                      f"WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS) USING json OPTIONS (path '{folder}')")
-    yield name, Feeder(folder)
-    for table in catalog.all_tables():
-        table.stop()
-        catalog.remove_table(table.name)
+    with stream_env(spark, tmp_path, monkeypatch, request.node.name) as (name, feeder, _root):
+        yield name, feeder
 
 
 def row(k: str, v: int, seconds: float) -> dict:

@@ -104,22 +104,29 @@ class TimeWindowAssigner(WindowAssigner):
         rows, if any, are read again: most micro-batches have none. Returns (rows, largest time per stream,
         accepted counts per window)."""
         op = self.op
-        decomposition = op.query.decomposition
-        assert decomposition is not None
+        assert op.query.decomposition is not None
         if isinstance(op.panes, KeyedPanes):
             return self._scan_keyed(spark, data, batch, watermark, processing_time)
+        summary, annotated, grouped = self._partials(spark, data, batch, watermark, processing_time)
+        scan = FusedScan(op, grouped, summary)
+        try:
+            return self._store_scanned(scan, annotated, batch, watermark)
+        finally:
+            scan.release()
+
+    def _partials(self, spark: Any, data: Any, batch: int, watermark: int, processing_time: int) -> tuple:
+        """What a data micro-batch's one Spark job reads, for either engine: (its statistics' aggregate, its
+        (row, window) pairs with ``__status``, the partial aggregates per (key, window, status))."""
+        op = self.op
         stats = op.input.register(data, processing_time)
         closed = op.panes.closed()
         annotated = self._annotate(spark, batch, watermark, closed)
         per_group = not closed  # no lookup of closed windows by __key
         (annotated.drop("__key") if per_group else annotated).createOrReplaceTempView(op.views.annotated)
-        grouped = spark.sql(decomposition.partial_sql(op.views.annotated, op.shape.source_alias, len(op.shape.keys),
-                                                      key_after=op.query.key_json_sql if per_group else None))
-        scan = FusedScan(op, grouped, data.agg(*stats))
-        try:
-            return self._store_scanned(scan, annotated, batch, watermark)
-        finally:
-            scan.release()
+        grouped = spark.sql(op.query.decomposition.partial_sql(
+            op.views.annotated, op.shape.source_alias, len(op.shape.keys),
+            key_after=op.query.key_json_sql if per_group else None))
+        return data.agg(*stats), annotated, grouped
 
     def _store_scanned(self, scan: FusedScan, annotated: Any, batch: int,
                        watermark: int) -> tuple[int, list[int | None], Any]:
@@ -156,15 +163,8 @@ class TimeWindowAssigner(WindowAssigner):
         from pyspark.sql import functions as F
 
         op = self.op
-        stats = op.input.register(data, processing_time)
-        closed = op.panes.closed()
-        annotated = self._annotate(spark, batch, watermark, closed)
-        per_group = not closed  # no lookup of closed windows by __key
-        (annotated.drop("__key") if per_group else annotated).createOrReplaceTempView(op.views.annotated)
-        grouped = spark.sql(op.query.decomposition.partial_sql(
-            op.views.annotated, op.shape.source_alias, len(op.shape.keys),
-            key_after=op.query.key_json_sql if per_group else None))
-        summary = data.agg(*stats).withColumn("__summary", F.lit(True))
+        summary, annotated, grouped = self._partials(spark, data, batch, watermark, processing_time)
+        summary = summary.withColumn("__summary", F.lit(True))
         frame = grouped.unionByName(summary, allowMissingColumns=True)
         is_summary, kept = F.col("__summary").isNotNull(), F.col("__summary").isNull() & F.col("__status").isNull()
         dropped = F.col("__summary").isNull() & F.col("__status").isNotNull()
