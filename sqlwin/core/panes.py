@@ -597,3 +597,44 @@ class QueryWatermark:
         self.started_at = data.get("started_at")
         for tracker, saved in zip(self.trackers, data.get("streams", []), strict=False):
             tracker.restore(saved)
+
+
+class ForwardedWatermark:
+    """The watermark of a window operator fed by another one (a cascade's outer windows, a window join): Flink
+    forwards a watermark downstream *after* the records its firing emitted, so those records meet the
+    watermark before it. Here the upstream's watermark of a micro-batch is handed over (``forward``) before
+    the downstream runs that micro-batch over the upstream's panes, and takes effect at its end
+    (``after_batch``): the panes are never late for the windows they feed, and the windows they complete
+    fire in the next micro-batch, as every window does. The downstream's own rows' times never move it."""
+
+    def __init__(self) -> None:
+        self.current = MIN_TIME
+        self.pending = MIN_TIME
+        self.trackers: list[WatermarkTracker] = []
+
+    def forward(self, watermark: int) -> None:
+        self.pending = max(self.pending, min(watermark, MAX_TIME))
+
+    def after_batch(self, max_ts: list[int | None], processing_time: int | None) -> int:
+        self.current = max(self.current, self.pending)
+        return self.current
+
+    def advance_idle(self, processing_time: int | None) -> int:
+        return self.current
+
+    def at_clock(self, processing_time: int | None) -> int:
+        return self.current
+
+    def end_of_input(self) -> int:
+        self.current = self.pending = MAX_TIME
+        return self.current
+
+    def wake_time(self, event_timer: int | None, after: int | None = None) -> int | None:
+        return None
+
+    def to_dict(self) -> dict:
+        return {"current": self.current, "pending": self.pending}
+
+    def restore(self, data: dict) -> None:
+        self.current = data.get("current", MIN_TIME)
+        self.pending = data.get("pending", self.current)

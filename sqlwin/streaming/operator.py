@@ -63,6 +63,8 @@ class MicroBatchOperator:
     the stored rows; the input and the outputs; and the committer of all their state. It keeps the watermark,
     the counters and the micro-batch numbers, and asks for the micro-batches timers need."""
 
+    forwards_watermark = False  # a stage of a staged query commits the watermark it ran with (``in_force``)
+
     def __init__(self, spark: Any, shape: Any, location: str, sink: BatchSink, late_sink: BatchSink | None,
                  tag: str, clock: Callable[[], int] = now_micros, ticks: TickFile | None = None):
         self.spark = spark
@@ -76,9 +78,8 @@ class MicroBatchOperator:
         self.query = PaneQuery(shape, spark, self.views)
         self.driver = PaneDriver(shape.query.emit, shape.query.lateness, global_window=shape.window is None)
         self.streams = shape.streams or [shape.stream]
-        self.tracker = QueryWatermark([WatermarkTracker(s.watermark.delay if s.watermark else 0, s.idle_timeout,
-                                                        s.watermark.lag if s.watermark else None)
-                                       for s in self.streams])
+        self.tracker = self._watermark()
+        self.in_force = self.tracker.current  # the watermark the last micro-batch ran with (a stage forwards it)
         self.counters = {"rows_in": 0, "late_rows_dropped": 0, "panes": 0, "micro_batches": 0}
         self.current_processing_time = 0
         self.query_stop = NEVER  # the live query's stop (``run_batch``): checked between a micro-batch's Spark jobs
@@ -101,6 +102,11 @@ class MicroBatchOperator:
     FUSED_SCAN = True
     COLUMNAR = True
     KEYED_STATE = True
+
+    def _watermark(self) -> Any:
+        """The query's watermark: its streams' (``ForwardedWatermark`` where another window operator feeds it)."""
+        return QueryWatermark([WatermarkTracker(s.watermark.delay if s.watermark else 0, s.idle_timeout,
+                                                s.watermark.lag if s.watermark else None) for s in self.streams])
 
     def _assigner(self) -> WindowAssigner:
         spec = self.shape.window
@@ -187,6 +193,7 @@ class MicroBatchOperator:
             self.next_batch = commit.batch + 1
             self.last_source_batch = commit.data.get("source_batch", -1)
             self.tracker.restore(commit.data["watermark"])
+            self.in_force = commit.data.get("in_force", self.tracker.current)
             self.counters.update(commit.data["counters"])
         self.committer.restore(self.store, commit)
 
@@ -253,7 +260,7 @@ class MicroBatchOperator:
             count, max_ts = self._read(data, processing_time)
         if count == 0 and not end_of_input and not self.shape.processing_time:
             self.tracker.advance_idle(processing_time)
-        watermark = self.tracker.current
+        watermark = self.in_force = self.tracker.current
         if not scanned:  # count windows number waiting rows in micro-batches without rows too
             accepted = self.assigner.assign(spark, batch, watermark, with_rows=count > 0)
         if scanned:  # many new windows: they go to Spark before the driver would hold them
@@ -306,8 +313,10 @@ class MicroBatchOperator:
     def _commit(self, batch: int, source_batch: int | None) -> None:
         if source_batch is not None:
             self.last_source_batch = source_batch
-        self.committer.commit(self.store, batch, {"source_batch": self.last_source_batch,
-                                                  "watermark": self.tracker.to_dict(), "counters": self.counters})
+        state = {"source_batch": self.last_source_batch, "watermark": self.tracker.to_dict(), "counters": self.counters}
+        if self.forwards_watermark:
+            state["in_force"] = self.in_force
+        self.committer.commit(self.store, batch, state)
         self.next_batch = batch + 1
 
     def show_committed(self) -> None:
@@ -322,10 +331,14 @@ class MicroBatchOperator:
         if self.ticks is None or batch is None:
             return
         wanted = int(self.ticks.read().get("wanted") or 0)
-        watermark, now = self.tracker.current, self.current_processing_time
-        if self.panes.any_due(watermark, now) or self.assigner.due(watermark):
+        if self.wants_micro_batch():
             wanted = max(wanted, batch + 1)
         self.ticks.request(wanted, wake_at=self.next_wake(), wake_tick=max(wanted, batch + 1))
+
+    def wants_micro_batch(self) -> bool:
+        """Whether a window's timer is due at the watermark now in force: the next micro-batch fires it."""
+        watermark, now = self.tracker.current, self.current_processing_time
+        return self.panes.any_due(watermark, now) or self.assigner.due(watermark)
 
     def wake_after_restart(self) -> None:
         """Timers of restored windows: ask for the micro-batch of the earliest one (the wake-up thread of

@@ -28,6 +28,7 @@ from sqlwin.streaming.shape import (
     StreamingShape,
     count_star_to_present,
     find_carrier,
+    is_star,
     key_index,
     mark_carrier,
     strip_clauses,
@@ -171,10 +172,19 @@ class PaneQuery:
         if shape.aggregated:
             self._rewrite_aggregation(carrier, alias, columns)
         else:
+            self._expand_stars(carrier, alias, columns)
             for name in columns:
                 carrier.select(exp.column(name, alias), copy=False)
         self._pass_pane_columns_up(carrier, root, columns)
         return root.sql(dialect=D)
+
+    def _expand_stars(self, carrier: exp.Select, alias: str, columns: tuple[str, ...]) -> None:
+        """A ``*`` of the window's rows selects the user's columns only: the pane relation's own (the pane
+        columns, appended after them, ``__present`` and the keys) are left out."""
+        own = ["__present", *(f"__k{i}" for i in range(len(self.shape.keys))), *columns]
+        hidden = ", ".join(f"`{c}`" for c in own)
+        carrier.set("expressions", [
+            exp.Var(this=f"`{alias}`.* EXCEPT ({hidden})") if is_star(e) else e for e in carrier.expressions])
 
     def _rewrite_aggregation(self, carrier: exp.Select, alias: str, columns: tuple[str, ...]) -> None:
         shape = self.shape

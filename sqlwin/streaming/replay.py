@@ -41,6 +41,8 @@ from sqlwin.streaming.outputs import FIRED_SCHEMA, fired_table
 from sqlwin.streaming.panequery import PaneQuery
 from sqlwin.streaming.shape import StreamingShape
 from sqlwin.streaming.sinks import BatchSink
+from sqlwin.streaming.staged import StagedOperator
+from sqlwin.streaming.stages import StagedShape
 from sqlwin.streaming.timewindows import TimeWindowAssigner
 
 SECOND = 1_000_000
@@ -48,7 +50,7 @@ BATCH = "__sqlwin_replay_batch"
 CLOCK = "__sqlwin_replay_clock"
 
 
-def replay(spark: Any, shape: StreamingShape, late_view: str | None = None) -> Any:
+def replay(spark: Any, shape: StreamingShape | StagedShape, late_view: str | None = None) -> Any:
     """The panes of the replayed query (a batch DataFrame with ``micro_batch``); LATE ROWS TO becomes a view."""
     stream = shape.stream
     folder = storage.scratch_folder(spark, "sqlwin-replay-")  # scratch state: the panes are returned, not kept
@@ -59,12 +61,16 @@ def replay(spark: Any, shape: StreamingShape, late_view: str | None = None) -> A
     try:
         has_clock = getattr(stream, "processing_time_by", None) is not None
         cut = Cut(spark, shape)
-        planned = PlannedReplay(spark, shape, folder, sink, late_sink, tag)
-        if planned.plannable(cut):
+        if isinstance(shape, StagedShape):  # several windows: each micro-batch through the stages
+            numbered, plan = cut.numbered()
+            operator = StagedOperator(spark, shape, folder, sink, late_sink, tag)
+            result, late = _stepped(spark, operator, sink, late_sink, numbered, plan, has_clock)
+        elif (planned := PlannedReplay(spark, shape, folder, sink, late_sink, tag)).plannable(cut):
             result, late = planned.run(cut, has_clock)
         else:
             numbered, plan = cut.numbered()
-            result, late = _stepped(spark, shape, folder, sink, late_sink, tag, numbered, plan, has_clock)
+            operator = MicroBatchOperator(spark, shape, folder, sink, late_sink, tag)
+            result, late = _stepped(spark, operator, sink, late_sink, numbered, plan, has_clock)
         if late_name is not None:
             late.localCheckpoint().createOrReplaceTempView(late_name)
         return result
@@ -152,7 +158,7 @@ class Cut:
         return numbered.drop(self.GROUP, "__sqlwin_arrival"), plan
 
 
-def _clock_of(entry: Any, has_clock: bool, operator: MicroBatchOperator) -> int:
+def _clock_of(entry: Any, has_clock: bool, operator: MicroBatchOperator | StagedOperator) -> int:
     return entry["clock"] if has_clock else operator.next_batch * SECOND
 
 
@@ -170,17 +176,38 @@ def _drive(operator: MicroBatchOperator, spark: Any, plan: list, has_clock: bool
     operator.step(spark, None, final_clock, end_of_input=True)
 
 
-def _stepped(spark: Any, shape: StreamingShape, folder: str, sink: BatchSink, late_sink: BatchSink | None,
-             tag: str, numbered: Any, plan: list, has_clock: bool) -> tuple[Any, Any]:
+def _drive_stages(operator: StagedOperator, spark: Any, plan: list, has_clock: bool, data_of: Any) -> None:
+    """The micro-batch sequence of a live stream of several windows: each batch, then the no-data batches it
+    asks for while a stage has a timer due or a watermark to hand on (as a live one asks the tick source), and
+    at the end the same at +infinity."""
+    processing_time = 0
+
+    def settle() -> None:
+        for _ in range(4 * len(operator.ops) + 4):  # each stage hands its watermark on in one micro-batch
+            if not operator.wants_micro_batch():
+                return
+            operator.step(spark, None, processing_time if has_clock else operator.next_batch * SECOND)
+        raise RuntimeError("sqlwin: the stages of a replay did not settle")  # a bug, never the user's SQL
+
+    for entry in plan:
+        processing_time = _clock_of(entry, has_clock, operator)
+        operator.step(spark, data_of(entry), processing_time)
+        settle()
+    operator.step(spark, None, processing_time if has_clock else operator.next_batch * SECOND, end_of_input=True)
+    settle()
+
+
+def _stepped(spark: Any, operator: MicroBatchOperator | StagedOperator, sink: BatchSink,
+             late_sink: BatchSink | None, numbered: Any, plan: list, has_clock: bool) -> tuple[Any, Any]:
     """Each micro-batch's rows through Spark, as in a streaming table."""
     from pyspark.sql import functions as F
 
-    operator = MicroBatchOperator(spark, shape, folder, sink, late_sink, tag)
     numbered = numbered.persist()
     try:
         data_columns = [c for c in numbered.columns if c not in (BATCH, CLOCK)]
-        _drive(operator, spark, plan, has_clock,
-               lambda entry: numbered.where(F.col(BATCH) == entry[BATCH]).select(*data_columns))
+        drive = _drive_stages if isinstance(operator, StagedOperator) else _drive
+        drive(operator, spark, plan, has_clock,
+              lambda entry: numbered.where(F.col(BATCH) == entry[BATCH]).select(*data_columns))
         result = sink.read(spark).orderBy("micro_batch").localCheckpoint()  # panes in the order they came
         late = late_sink.read(spark).localCheckpoint() if late_sink is not None else None
     finally:

@@ -10,6 +10,8 @@ from sqlwin.errors import SqlwinError
 from sqlwin.streaming import connect, storage
 from sqlwin.streaming.operator import MicroBatchOperator
 from sqlwin.streaming.sources import SOURCE_COLUMN, TickFile, stream_dataframe, tick_dataframe
+from sqlwin.streaming.staged import StagedOperator
+from sqlwin.streaming.stages import StagedShape
 from sqlwin.streaming.stopping import NEVER
 
 
@@ -45,8 +47,9 @@ def start_custom(table: Any, clock: Callable[[], int] | None = None) -> Any:
     ticks = InjectedClockTicks(path) if clock is not None else CatchUpTicks(path) if table.available_now \
         else TickFile(path)
     extra = {} if clock is None else {"clock": clock}
-    operator = MicroBatchOperator(spark, shape, table.location, table.sink, table.late_sink,
-                                  table_tag(table.name), ticks=ticks, **extra)
+    kind = StagedOperator if isinstance(shape, StagedShape) else MicroBatchOperator
+    operator = kind(spark, shape, table.location, table.sink, table.late_sink, table_tag(table.name), ticks=ticks,
+                    **extra)
     table.operator = operator
     streams = shape.streams or [shape.stream]
     source = stream_dataframe(spark, streams[0], with_proctime=False)

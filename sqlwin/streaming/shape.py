@@ -95,7 +95,7 @@ def analyse(query: WindowedQuery, streams: dict[str, CreateStream | CreateReplay
         tvf = spec.node
         _read_only_by_the_window(tables, tvf)
         carrier = tvf.find_ancestor(exp.Select)
-        if carrier is None or not _in_from(tvf, carrier):
+        if carrier is None or not in_from(tvf, carrier):
             raise SqlwinError.at(tvf, "in a streaming query the window TVF must be read directly by a SELECT")
         if carrier.args.get("joins"):
             raise SqlwinError.at(carrier.args["joins"][0], "a streaming window query cannot join other tables "
@@ -181,6 +181,8 @@ def choose_path(shape: StreamingShape) -> tuple[str, str]:
     """('native' | 'custom', why): native only where Spark's append-mode aggregation equals the contract."""
     q, w = shape.query, shape.window
     reasons: list[str] = []
+    if not isinstance(shape, StreamingShape):  # several windows (``stages``): sqlwin chains its operators
+        return "custom", shape.why
     if isinstance(shape.stream, CreateReplayStream):
         return "custom", "replay"
     if len(shape.streams) > 1:
@@ -247,7 +249,7 @@ def _keep_windows_apart(carrier: exp.Select, tvf: exp.Expr, aggregated: bool) ->
                                            "PARTITION BY window_start, window_end (as Flink's window Top-N): its "
                                            "panes are computed as windows fire, so across windows it would rank "
                                            "only the windows that fire together")
-        if select.args.get("distinct") and not any(_is_star(e) for e in select.expressions) and \
+        if select.args.get("distinct") and not any(is_star(e) for e in select.expressions) and \
                 not _keeps_apart(select.expressions, bounds):
             raise SqlwinError.at(select, "in a streaming query SELECT DISTINCT over the windowed rows must select "
                                          "window_start and window_end: rows are emitted per window as it fires")
@@ -265,7 +267,7 @@ def _keep_windows_apart(carrier: exp.Select, tvf: exp.Expr, aggregated: bool) ->
                 ("aggregate in the SELECT that reads the window TVF (its WHERE can filter the rows first)")
             raise SqlwinError.at(where, f"an aggregation around {inner} does not run in streaming queries in this "
                                         f"version of sqlwin: {instead}")
-        bounds = _bounds_out(select, bounds)
+        bounds = bounds_out(select, bounds)
 
 
 def _own(select: exp.Select, kind: type) -> list:
@@ -273,7 +275,7 @@ def _own(select: exp.Select, kind: type) -> list:
     return [x for x in select.find_all(kind) if x.find_ancestor(exp.Select) is select]
 
 
-def _is_star(e: exp.Expr) -> bool:
+def is_star(e: exp.Expr) -> bool:
     return isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
 
 
@@ -283,11 +285,11 @@ def _keeps_apart(expressions: list, bounds: dict[str, str]) -> bool:
     return set(WINDOW_BOUNDS) <= named
 
 
-def _bounds_out(select: exp.Select, bounds: dict[str, str]) -> dict[str, str]:
+def bounds_out(select: exp.Select, bounds: dict[str, str]) -> dict[str, str]:
     """The names under which ``select`` passes the window bounds on to the query around it."""
     out: dict[str, str] = {}
     for e in select.expressions:
-        if _is_star(e):
+        if is_star(e):
             out.update(bounds)
         elif isinstance(e.unalias(), exp.Column) and e.unalias().name.lower() in bounds:
             out[e.alias_or_name.lower()] = bounds[e.unalias().name.lower()]
@@ -301,7 +303,7 @@ def _ancestors(node: exp.Expr):
         parent = parent.parent
 
 
-def _in_from(node: exp.Expr, select: exp.Select) -> bool:
+def in_from(node: exp.Expr, select: exp.Select) -> bool:
     parent = node.parent
     while parent is not None and parent is not select:
         if isinstance(parent, (exp.Subquery, exp.Select)):

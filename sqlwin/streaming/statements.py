@@ -17,9 +17,10 @@ from sqlwin.streaming import catalog, registry, storage, tableviews, trace
 from sqlwin.streaming.analysis import check_as_batch, in_user_terms, start_cleanly
 from sqlwin.streaming.compaction import CompactionPolicy
 from sqlwin.streaming.names import check_outputs, check_replay_outputs, check_stream_name
-from sqlwin.streaming.shape import StreamingShape, analyse
+from sqlwin.streaming.shape import StreamingShape
 from sqlwin.streaming.sinks import sink_format
 from sqlwin.streaming.sources import expand_conf, stream_dataframe
+from sqlwin.streaming.stages import StagedShape, analyse_query
 from sqlwin.streaming.tables import StreamingTable, latest_view_sql, table_location
 
 STREAMING_PLANS = (st.CreateStream, st.CreateReplayStream, st.CreateStreamingTable, st.ShowStreamingTables,
@@ -58,7 +59,7 @@ def execute(spark: Any, text: str, plan: object) -> StatementResult:
     if isinstance(plan, st.DropStreamingTable):
         return StatementResult(text, message=drop_table(spark, plan.name, plan.purge))
     prepared = prepare(spark, text, plan)
-    if isinstance(prepared, StreamingShape):  # a replay
+    if isinstance(prepared, (StreamingShape, StagedShape)):  # a replay
         from sqlwin.streaming.replay import replay
 
         with trace.replayed(prepared, text) as run, in_user_terms(text):
@@ -75,7 +76,7 @@ def execute(spark: Any, text: str, plan: object) -> StatementResult:
     return StatementResult(text, message=f"streaming insert into {table.name} started ({table.path} path)")
 
 
-def prepare(spark: Any, text: str, plan: object) -> StreamingShape | PreparedTable:
+def prepare(spark: Any, text: str, plan: object) -> StreamingShape | StagedShape | PreparedTable:
     """Everything a streaming query statement (a replay, CREATE STREAMING TABLE, INSERT INTO) is checked for,
     before anything runs: its output names, the user's query analysed as the batch query (the batch query's
     errors, in the user's terms: ``sqlwin.streaming.analysis``), then the streaming rules (``shape.analyse``).
@@ -88,7 +89,7 @@ def prepare(spark: Any, text: str, plan: object) -> StreamingShape | PreparedTab
     if any(isinstance(s, st.CreateReplayStream) for s in streams.values()):
         check_replay_outputs(spark, plan)
         check_as_batch(spark, text, plan, streams)
-        return analyse(plan, streams, text)
+        return analyse_query(plan, streams, text)
     if isinstance(plan.node, exp.Insert):
         target = plan.node.this
         name = (target.this if isinstance(target, exp.Schema) else target).name
@@ -140,7 +141,7 @@ def prepare_table(spark: Any, name: str, query: st.WindowedQuery, fmt: str | Non
     CompactionPolicy.from_options({k.lower(): v for k, v in options.items()}, name)  # its options' errors
     streams = streams_read(spark, query.node)
     check_as_batch(spark, text, query, streams)
-    shape = analyse(query, streams, text)
+    shape = analyse_query(query, streams, text)
     latest = {k.lower(): v for k, v in options.items()}.get("latest")
     if latest:
         latest_view_sql(shape, name, latest)  # its errors before anything starts

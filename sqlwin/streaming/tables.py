@@ -221,6 +221,9 @@ def latest_view_sql(shape: StreamingShape, table: str, view: str) -> str:
 
     from sqlwin.plan.triggers import AccumulationMode
 
+    if not isinstance(shape, StreamingShape):
+        raise SqlwinError(f"OPTIONS (latest '{view}') applies to a query of one window; read the latest pane of "
+                          f"each window of {table} with ROW_NUMBER() OVER (... ORDER BY micro_batch DESC)")
     if shape.query.emit.mode is not AccumulationMode.ACCUMULATING:
         raise SqlwinError(f"OPTIONS (latest '{view}'): the latest pane is a window's result only when panes "
                           "ACCUMULATE; this query's panes are DISCARDING")

@@ -1,0 +1,51 @@
+-- A window join of two streams, live or replayed (Flink's "Window Join" page, its FULL JOIN example): each side
+-- is a window TVF over its stream, and a window's join is emitted once the watermarks of both sides have passed
+-- its end; a FULL join emits the rows without a match of either side then. The answer is the one Flink's
+-- documentation prints. Both sides here read one replay stream (a `side` column says which): a replay reads one
+-- replay stream, as the batch query reads one table.
+CREATE OR REPLACE TEMPORARY VIEW events AS SELECT * FROM VALUES
+  ('L', TIMESTAMP'2020-04-15 12:02:00', 1, 'L1'),
+  ('R', TIMESTAMP'2020-04-15 12:01:00', 2, 'R2'),
+  ('L', TIMESTAMP'2020-04-15 12:06:00', 2, 'L2'),
+  ('R', TIMESTAMP'2020-04-15 12:04:00', 3, 'R3'),
+  ('L', TIMESTAMP'2020-04-15 12:03:00', 3, 'L3'),
+  ('R', TIMESTAMP'2020-04-15 12:05:00', 4, 'R4')
+  AS t(side, row_time, num, id);
+
+CREATE STREAM event_stream FROM TABLE events ARRIVAL ORDER BY row_time
+  WATERMARK FOR row_time AS row_time - INTERVAL '1' MINUTE;
+
+-- One row per micro-batch in row_time order; W = max row_time - 1 min. After the row at 12:06 W is 12:05: the
+-- sides' windows [12:00, 12:05) fire, then the join's (its watermark is the smaller of the sides', handed on
+-- after their panes). [12:05, 12:10) is joined at the end of the input. `micro_batch` counts the join's own
+-- micro-batches that did something.
+SELECT L.num AS L_Num, L.id AS L_Id, R.num AS R_Num, R.id AS R_Id,
+       COALESCE(L.window_start, R.window_start) AS window_start,
+       COALESCE(L.window_end, R.window_end) AS window_end
+FROM (SELECT * FROM TUMBLE(TABLE(SELECT * FROM event_stream WHERE side = 'L'), DESCRIPTOR(row_time),
+                           INTERVAL '5' MINUTES)) L
+FULL JOIN (SELECT * FROM TUMBLE(TABLE(SELECT * FROM event_stream WHERE side = 'R'), DESCRIPTOR(row_time),
+                                INTERVAL '5' MINUTES)) R
+ON L.num = R.num AND L.window_start = R.window_start AND L.window_end = R.window_end;
+-- expect:
+-- L_Num | L_Id | R_Num | R_Id | window_start        | window_end          | pane_index | pane_timing | is_final | micro_batch
+-- 1     | L1   | NULL  | NULL | 2020-04-15 12:00:00 | 2020-04-15 12:05:00 | 0          | ON_TIME     | true     | 6
+-- NULL  | NULL | 2     | R2   | 2020-04-15 12:00:00 | 2020-04-15 12:05:00 | 0          | ON_TIME     | true     | 6
+-- 3     | L3   | 3     | R3   | 2020-04-15 12:00:00 | 2020-04-15 12:05:00 | 0          | ON_TIME     | true     | 6
+-- 2     | L2   | NULL  | NULL | 2020-04-15 12:05:00 | 2020-04-15 12:10:00 | 0          | ON_TIME     | true     | 8
+-- NULL  | NULL | 4     | R4   | 2020-04-15 12:05:00 | 2020-04-15 12:10:00 | 0          | ON_TIME     | true     | 8
+
+-- Window Top-N over a window join, the join written as batch queries write it (the TVFs joined directly), LEFT:
+-- per window the left row with the largest num, with its match if any.
+SELECT * FROM (
+  SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY L_Num DESC) AS rownum FROM (
+    SELECT L.num AS L_Num, R.num AS R_Num, L.window_start, L.window_end
+    FROM TUMBLE(TABLE(SELECT * FROM event_stream WHERE side = 'L'), DESCRIPTOR(row_time), INTERVAL '5' MINUTES) L
+    LEFT JOIN TUMBLE(TABLE(SELECT * FROM event_stream WHERE side = 'R'), DESCRIPTOR(row_time),
+                     INTERVAL '5' MINUTES) R
+    ON L.num = R.num AND L.window_start = R.window_start AND L.window_end = R.window_end)
+) WHERE rownum <= 1;
+-- expect:
+-- L_Num | R_Num | window_start        | window_end          | pane_index | pane_timing | is_final | rownum | micro_batch
+-- 3     | 3     | 2020-04-15 12:00:00 | 2020-04-15 12:05:00 | 0          | ON_TIME     | true     | 1      | 6
+-- 2     | NULL  | 2020-04-15 12:05:00 | 2020-04-15 12:10:00 | 0          | ON_TIME     | true     | 1      | 8

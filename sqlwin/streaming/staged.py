@@ -1,0 +1,227 @@
+"""The micro-batch of a streaming query of several windows (``stages``): its window stages, each sqlwin's
+micro-batch operator, run in order (upstream first), and its window join.
+
+Per micro-batch (Spark's ``foreachBatch``; replay calls ``step`` the same way):
+
+1. A stage that reads a stream runs over that stream's rows of the micro-batch, with its own watermark: it drops
+   its own late rows.
+2. A stage that reads another's panes (a cascade's outer windows) runs over the panes its upstream wrote in this
+   micro-batch (its output folder, read back by Spark), and is handed the upstream's watermark of this micro-batch
+   minus the upstream's allowed lateness, in force from its next micro-batch (``ForwardedWatermark``).
+3. The window join (``windowjoin``) takes both sides' new panes and the smaller of their watermarks, likewise.
+
+Each part commits its own state, numbered by its own micro-batches, and remembers the last Spark batch it
+committed: a micro-batch re-run after a crash skips the parts that committed it and re-reads, for the others,
+the panes their upstream wrote for it. While any part has a timer due, or a watermark still to hand on, the
+operator asks for a no-data micro-batch (the tick source), and replay runs one, so both see the same sequence.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from sqlwin.core.panes import MAX_TIME, ForwardedWatermark
+from sqlwin.plan.statements import StreamColumn
+from sqlwin.streaming import storage
+from sqlwin.streaming.operator import MicroBatchOperator
+from sqlwin.streaming.sinks import BatchSink
+from sqlwin.streaming.sources import SOURCE_COLUMN, TICK_COLUMN, TickFile
+from sqlwin.streaming.stages import PANES, Stage, StagedShape
+from sqlwin.streaming.state import now_micros
+from sqlwin.streaming.stopping import NEVER, QueryStop, stopped_mid_batch
+from sqlwin.streaming.windowjoin import JoinStage
+
+
+class StageOperator(MicroBatchOperator):
+    """A window stage of a staged query: it commits the watermark it ran with, which it forwards downstream."""
+
+    forwards_watermark = True
+
+
+class FedOperator(StageOperator):
+    """A window stage whose input is another stage's panes: its watermark is the one forwarded to it."""
+
+    def _watermark(self) -> Any:
+        return ForwardedWatermark()
+
+
+class StagedOperator:
+    """Runs the window stages of a staged query (cascaded windows, a window join) as one streaming table: every
+    micro-batch steps each stage in order, a downstream stage reading its upstream's panes of that micro-batch."""
+
+    def __init__(self, spark: Any, shape: StagedShape, location: str, sink: BatchSink, late_sink: BatchSink | None,
+                 tag: str, clock: Callable[[], int] = now_micros, ticks: TickFile | None = None):
+        self.spark = spark
+        self.shape = shape
+        self.sink = sink
+        self.clock = clock
+        self.ticks = ticks
+        self.query_stop = NEVER
+        self.ops: list[MicroBatchOperator] = []
+        self.outputs: list[BatchSink] = []
+        for stage in shape.stages:
+            last = shape.join is None and stage is shape.final
+            out = sink if last else BatchSink(f"__sqlwin_{tag}_stage{stage.index}",
+                                              storage.join(location, "stages", str(stage.index), "out"))
+            if stage.upstream is not None:
+                self._derived_view(stage)
+            kind = FedOperator if stage.upstream is not None else StageOperator
+            self.ops.append(kind(spark, stage.shape, storage.join(location, "stages", str(stage.index)), out,
+                                 late_sink if stage.owns_clause else None, f"{tag}_s{stage.index}", clock=clock))
+            self.outputs.append(out)
+        self.join = None
+        if shape.join is not None:
+            sides = [s.stage for s in shape.join.sides]
+            self.join = JoinStage(spark, shape.join, storage.join(location, "join"), sink,
+                                  [self.outputs[s.index] for s in sides], [s.lateness for s in sides])
+        self.store = self.ops[0].store
+
+    def _derived_view(self, stage: Stage) -> None:
+        """The view a stage reads its upstream's panes by (for its schema: the rows come each micro-batch)."""
+        from pyspark.sql.types import StructType
+
+        schema = self.outputs[stage.upstream.index].schema
+        fields = [f for f in schema.fields if f.name not in (*PANES, "micro_batch")]
+        self.spark.createDataFrame([], StructType(fields)).createOrReplaceTempView(stage.derived)
+        shape = stage.shape  # its stream's columns are known now: the upstream's panes'
+        derived = dataclasses.replace(shape.stream, columns=tuple(StreamColumn(f.name, f.dataType.simpleString())
+                                                                  for f in fields))
+        shape.streams = [derived if s is shape.stream else s for s in shape.streams]
+        shape.stream = derived
+
+    # -- the foreachBatch entry point ---------------------------------------------------------------
+    def run_batch(self, batch_df: Any, batch_id: int) -> None:
+        if not self.query_stop.bound:
+            self.query_stop = QueryStop.of_stream_thread(self.spark)
+        try:
+            self._run_batch(batch_df, int(batch_id))
+        except Exception:
+            if not self.query_stop.requested():
+                raise
+            raise stopped_mid_batch(self.spark, self.sink.name, int(batch_id)) from None
+
+    def _run_batch(self, batch_df: Any, source_batch: int) -> None:
+        from pyspark.sql import functions as F
+
+        processing_time = self.store.begin(source_batch, self.clock())
+        data = batch_df
+        if TICK_COLUMN in batch_df.columns:
+            data = batch_df.where(F.col(TICK_COLUMN).isNull()).drop(TICK_COLUMN)
+        self.step(batch_df.sparkSession, data, processing_time, source_batch=source_batch)
+
+    def step(self, spark: Any, data: Any, processing_time: int, end_of_input: bool = False,
+             source_batch: int | None = None) -> None:
+        """One micro-batch through every stage, then the join."""
+        produced: list[int | None] = []
+        for stage, op in zip(self.shape.stages, self.ops, strict=True):
+            op.query_stop = self.query_stop
+            if stage.upstream is None:
+                rows, end = self._rows_of(data, stage), end_of_input
+            else:
+                op.tracker.forward(self._forwarded(stage.upstream))
+                rows, end = self._panes_of(spark, stage.upstream, produced[stage.upstream.index]), False
+            before = op.next_batch
+            if source_batch is None or source_batch > op.last_source_batch:
+                op.step(spark, rows, processing_time, end_of_input=end, source_batch=source_batch)
+                produced.append(op.next_batch - 1 if op.next_batch > before else None)
+            else:  # it committed this micro-batch before a crash: its panes are in its output
+                produced.append(op.next_batch - 1 if op.last_source_batch == source_batch else None)
+        if self.join is not None:
+            sides = [s.stage for s in self.shape.join.sides]
+            self.join.forward(min(self.ops[s.index].in_force for s in sides))
+            self.join.step(spark, [produced[s.index] for s in sides], source_batch)
+            self.sink.register(spark)
+        self._ask_for_next_batch(source_batch)
+
+    def _rows_of(self, data: Any, stage: Stage) -> Any:
+        """The rows of the stream ``stage`` reads (each row of a micro-batch of several streams says which)."""
+        from pyspark.sql import functions as F
+
+        if data is None or len(self.shape.streams) == 1:
+            return data
+        return data.where(F.col(SOURCE_COLUMN) == stage.stream_index).drop(SOURCE_COLUMN)
+
+    def _panes_of(self, spark: Any, upstream: Stage, batch: int | None) -> Any:
+        """The panes ``upstream`` wrote in its micro-batch ``batch`` (None: none), as its downstream reads them."""
+        if batch is None:
+            return None
+        out = self.outputs[upstream.index]
+        path = out.batch_path(batch)
+        if not storage.exists(path):
+            return None
+        columns = [f.name for f in out.schema.fields if f.name not in (*PANES, "micro_batch")]
+        return spark.read.schema(out.schema).parquet(path).select(*[f"`{c}`" for c in columns])
+
+    def _forwarded(self, upstream: Stage) -> int:
+        """The watermark an upstream stage hands on: its own minus its allowed lateness (its windows' panes are
+        final only then, and only final panes feed the outer windows)."""
+        watermark = self.ops[upstream.index].in_force
+        return MAX_TIME if watermark >= MAX_TIME else watermark - upstream.lateness
+
+    def _next_forward(self, upstream: Stage) -> int:
+        watermark = self.ops[upstream.index].tracker.current
+        return MAX_TIME if watermark >= MAX_TIME else watermark - upstream.lateness
+
+    # -- micro-batches without data ------------------------------------------------------------------
+    def wants_micro_batch(self) -> bool:
+        """Whether the next micro-batch has something to do: a timer due in a stage, a watermark to hand on."""
+        for stage, op in zip(self.shape.stages, self.ops, strict=True):
+            if op.wants_micro_batch():
+                return True
+            if stage.upstream is not None and self._next_forward(stage.upstream) > op.tracker.current:
+                return True
+        if self.join is not None:
+            sides = [s.stage for s in self.shape.join.sides]
+            return self.join.wants_micro_batch(min(self.ops[s.index].tracker.current for s in sides))
+        return False
+
+    def _ask_for_next_batch(self, batch: int | None) -> None:
+        if self.ticks is None or batch is None:
+            return
+        wanted = int(self.ticks.read().get("wanted") or 0)
+        if self.wants_micro_batch():
+            wanted = max(wanted, batch + 1)
+        self.ticks.request(wanted, wake_at=self.next_wake(), wake_tick=max(wanted, batch + 1))
+
+    def next_wake(self) -> int | None:
+        wakes = [w for w in (op.next_wake() for op in self.ops) if w is not None]
+        return min(wakes) if wakes else None
+
+    def wake_after_restart(self) -> None:
+        if self.ticks is not None and (self.open_windows or self.wants_micro_batch()):
+            wanted = int(self.ticks.read().get("wanted") or 0)
+            self.ticks.request(wanted, wake_at=self.next_wake(), wake_tick=wanted + 1)
+
+    def show_committed(self) -> None:
+        for op in self.ops:
+            op.show_committed()
+        if self.join is not None:
+            self.sink.register(self.spark)
+
+    # -- metrics --------------------------------------------------------------------------------------
+    @property
+    def counters(self) -> dict[str, int]:
+        readers = {stage.stream_index: op for stage, op in zip(self.shape.stages, self.ops, strict=True)
+                   if stage.upstream is None}  # one per stream: two stages may read the same stream
+        last = self.join.counters if self.join is not None else self.ops[-1].counters
+        return {"rows_in": sum(op.counters["rows_in"] for op in readers.values()),
+                "late_rows_dropped": sum(op.counters["late_rows_dropped"] for op in self.ops),
+                "panes": last["panes"], "micro_batches": max(op.counters["micro_batches"] for op in self.ops)}
+
+    @property
+    def watermark(self) -> int:
+        return self.join.current if self.join is not None else self.ops[-1].watermark
+
+    @property
+    def next_batch(self) -> int:
+        return self.ops[0].next_batch
+
+    @property
+    def state_rows(self) -> int:
+        return sum(op.state_rows for op in self.ops)
+
+    @property
+    def open_windows(self) -> int:
+        return sum(op.open_windows for op in self.ops) + (self.join.open_windows if self.join is not None else 0)

@@ -1,0 +1,208 @@
+"""The window join of a streaming query (Flink's ``WindowJoinOperator``): the panes of its two sides, each a
+window stage of its own, joined per window once the watermarks of both sides have passed the window's end.
+
+The join keeps its sides' panes where the stages wrote them (their output folders, by micro-batch), the largest
+window end each folder holds, and its own watermark: the smaller of the sides' watermarks, forwarded after their
+panes (``core.panes.ForwardedWatermark``'s rule). In micro-batch ``n``, with ``W`` its watermark and ``P`` the
+previous micro-batch's:
+
+- **ON_TIME**: every window with rows on either side whose end lies in ``(P, W]`` is joined: the user's
+  statement runs over the sides' views, each holding that window's latest pane per key (all its rows for a window
+  TVF side). An inner join emits the matches, an outer join its unmatched rows too.
+- **LATE**: a side whose ALLOWED LATENESS lets a window take rows after its end emits LATE panes; each one that
+  reaches the join for a window already joined joins that window again, with the latest pane of each side (so the
+  LATE pane of the join restates the window's whole join, as an ACCUMULATING pane does). ``pane_index`` counts the
+  join's panes of the window.
+- A window is forgotten once ``W`` passes its end plus the sides' largest lateness, and the folders whose windows
+  are all forgotten are deleted after the commit.
+
+Only global numbers and the windows whose panes may still change live in the driver (committed with the
+micro-batch); the rows stay in Spark.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlwin.core.panes import MAX_TIME, MIN_TIME
+from sqlwin.streaming import storage
+from sqlwin.streaming.stages import HIDDEN_BOUNDS, HIDDEN_PANE, PANES, WindowJoin
+from sqlwin.streaming.state import StateStore
+
+PANES_SCHEMA = "__p_ws bigint, __p_we bigint, __p_pi int, __p_pt string, __p_fin boolean"  # a micro-batch's panes
+
+
+class JoinStage:
+    def __init__(self, spark: Any, join: WindowJoin, location: str, sink: Any, side_outputs: list[Any],
+                 lateness: list[int]):
+        self.spark = spark
+        self.join = join
+        self.sink = sink
+        self.side_outputs = side_outputs
+        self.lateness = max(lateness)
+        self.store = StateStore(location)
+        self.sql = join.statement.sql(dialect="spark")
+        self.current = self.pending = self.in_force = MIN_TIME
+        self.next_batch = 0
+        self.last_source_batch = -1
+        self.retained: list[dict[int, int]] = [{} for _ in join.sides]  # side folder -> its largest window end
+        self.released: dict[str, int] = {}  # "start,end" -> panes the join emitted, while LATE panes may come
+        self.counters = {"panes": 0, "micro_batches": 0}
+        self._restore()
+        self._views(spark, spark.createDataFrame([], PANES_SCHEMA))
+        self.sink.set_schema(spark.sql(self.sql).schema)
+        self.sink.register(spark)
+
+    # -- state ------------------------------------------------------------------------------------
+    def _restore(self) -> None:
+        batch = self.store.last_committed()
+        if batch < 0:
+            return
+        data = self.store.load(batch)
+        self.next_batch = batch + 1
+        self.last_source_batch = data["source_batch"]
+        self.current, self.pending, self.in_force = data["current"], data["pending"], data["in_force"]
+        self.retained = [{int(k): v for k, v in side.items()} for side in data["retained"]]
+        self.released = dict(data["released"])
+        self.counters.update(data["counters"])
+
+    def _commit(self, batch: int, source_batch: int | None) -> None:
+        if source_batch is not None:
+            self.last_source_batch = source_batch
+        self.store.commit(batch, {"source_batch": self.last_source_batch, "current": self.current,
+                                  "pending": self.pending, "in_force": self.in_force,
+                                  "retained": [{str(k): v for k, v in side.items()} for side in self.retained],
+                                  "released": self.released, "counters": self.counters})
+        self.next_batch = batch + 1
+
+    # -- the watermark ------------------------------------------------------------------------------
+    def forward(self, watermark: int) -> None:
+        """The sides' watermark of this micro-batch: in force from the next one (after their panes)."""
+        self.pending = max(self.pending, min(watermark, MAX_TIME))
+
+    def wants_micro_batch(self, next_forward: int) -> bool:
+        """Whether the next micro-batch may join a window: the watermark moves and some side has panes kept."""
+        moving = self.current > self.in_force or next_forward > self.current
+        return moving and any(self.retained)
+
+    @property
+    def open_windows(self) -> int:
+        return len(self.released)
+
+    # -- one micro-batch ------------------------------------------------------------------------------
+    def step(self, spark: Any, side_batches: list[int | None], source_batch: int | None = None) -> int:
+        """Micro-batch ``source_batch``: the sides' new panes (their output micro-batch numbers), the windows
+        joined; returns how many windows were joined."""
+        from pyspark.sql import functions as F
+
+        if source_batch is not None and source_batch <= self.last_source_batch:
+            return 0
+        batch = self.next_batch
+        previous, watermark = self.in_force, self.current
+        self.in_force = watermark
+        new: list[int | None] = [None] * len(side_batches)
+        for i, n in enumerate(side_batches):
+            path = self.side_outputs[i].batch_path(n) if n is not None else None
+            if path is not None and storage.exists(path):
+                row = spark.read.parquet(path).agg(F.max(F.unix_micros(HIDDEN_BOUNDS[1]))).first()
+                self.retained[i][n] = int(row[0]) if row[0] is not None else MIN_TIME
+                new[i] = n
+        windows = self._windows(spark, previous, watermark, new)
+        if windows:
+            self._views(spark, spark.createDataFrame(windows, PANES_SCHEMA))
+            self.sink.write(spark.sql(self.sql), batch)
+        else:
+            self.sink.clear(batch)
+        expired = self._expire(watermark)
+        self.current = max(self.current, self.pending)
+        if any(n is not None for n in new) or windows or expired or watermark > previous or self.current > watermark:
+            self.counters["panes"] += len(windows)
+            self.counters["micro_batches"] += 1
+            self._commit(batch, source_batch)
+            for i, n in expired:
+                storage.delete(self.side_outputs[i].batch_path(n))
+        elif source_batch is not None:
+            self.last_source_batch = source_batch
+        return len(windows)
+
+    def _windows(self, spark: Any, previous: int, watermark: int, new: list[int | None]) -> list[tuple]:
+        """The windows this micro-batch joins, each with its pane: ON_TIME where the watermark passed its end
+        now, LATE where a side brought a pane of a window joined before."""
+        from pyspark.sql import functions as F
+
+        parts = []
+        for i, kept in enumerate(self.retained):
+            due = [n for n, end in kept.items() if previous < end or n == new[i]]
+            if watermark > previous or new[i] is not None:
+                parts += [spark.read.parquet(self.side_outputs[i].batch_path(n)).select(
+                    F.unix_micros(HIDDEN_BOUNDS[0]).alias("ws"), F.unix_micros(HIDDEN_BOUNDS[1]).alias("we"),
+                    F.lit(n == new[i]).alias("new")) for n in due]
+        if not parts:
+            return []
+        union = parts[0]
+        for part in parts[1:]:
+            union = union.unionByName(part)
+        found = union.where(((F.col("we") > previous) & (F.col("we") <= watermark)) |
+                            ((F.col("we") <= previous) & F.col("new"))) \
+            .groupBy("ws", "we").agg(F.max(F.col("we") <= previous).alias("late")).collect()
+        windows = []
+        for row in sorted(found, key=lambda r: (r["we"], r["ws"])):
+            key = f"{row['ws']},{row['we']}"
+            if row["late"]:
+                index = self.released.get(key, 1)
+                windows.append((row["ws"], row["we"], index, "LATE", False))
+                self.released[key] = index + 1
+            else:
+                windows.append((row["ws"], row["we"], 0, "ON_TIME", self.lateness == 0))
+                if self.lateness:
+                    self.released[key] = 1
+        return windows
+
+    def _expire(self, watermark: int) -> list[tuple[int, int]]:
+        """Folders whose windows can no longer be joined again (their end plus lateness passed), forgotten."""
+        gone = []
+        for i, kept in enumerate(self.retained):
+            for n, end in list(kept.items()):
+                if end <= watermark - self.lateness or watermark >= MAX_TIME:
+                    gone.append((i, n))
+                    del kept[n]
+        for key in list(self.released):
+            if int(key.split(",")[1]) <= watermark - self.lateness:
+                del self.released[key]
+        return gone
+
+    # -- the views the user's statement reads ----------------------------------------------------------
+    def _views(self, spark: Any, panes: Any) -> None:
+        """Each side's view: its latest pane per window and key of the windows ``panes`` names, with that
+        window's join pane (hidden columns the statement selects as ``pane_index``, ...). In the micro-batch's
+        session (``foreachBatch`` runs in a session of its own, whose temporary views are its own)."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        for i, side in enumerate(self.join.sides):
+            output = self.side_outputs[i]
+            kept = sorted(self.retained[i])
+            if kept:
+                rows = None
+                for n in kept:
+                    part = spark.read.schema(_without_batch(output.schema)).parquet(output.batch_path(n)) \
+                        .withColumn("__jb", F.lit(n))
+                    rows = part if rows is None else rows.unionByName(part)
+            else:
+                rows = spark.createDataFrame([], _without_batch(output.schema)).withColumn("__jb", F.lit(0))
+            keys = [*HIDDEN_BOUNDS, *(f"__sqlwin_k{k}" for k in range(side.stage.keys))]
+            latest = Window.partitionBy(*keys).orderBy(F.col("__jb").desc(), F.col("pane_index").desc())
+            rows = rows.withColumn("__rank", F.dense_rank().over(latest)).where("__rank = 1")
+            rows = rows.join(F.broadcast(panes), (F.unix_micros(HIDDEN_BOUNDS[0]) == panes["__p_ws"]) &
+                             (F.unix_micros(HIDDEN_BOUNDS[1]) == panes["__p_we"]))
+            columns = [c for c in output.schema.fieldNames() if c not in (*PANES, "micro_batch")]
+            rows.select(*[F.col(f"`{c}`") for c in columns], *(panes[p].alias(h) for p, h in
+                                                                zip(("__p_pi", "__p_pt", "__p_fin"), HIDDEN_PANE,
+                                                                    strict=True))) \
+                .createOrReplaceTempView(side.view)
+
+
+def _without_batch(schema: Any) -> Any:
+    from pyspark.sql.types import StructType
+
+    return StructType([f for f in schema.fields if f.name != "micro_batch"])

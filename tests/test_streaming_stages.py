@@ -1,0 +1,188 @@
+"""Streaming queries of several windows (issue 18): window joins and cascaded windows, live and replayed,
+against hand-worked tables, against each other, and (generated data) against DuckDB running the batch query over
+the rows that were not late."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from streamtools import T0, Feeder, stream_env, ts
+
+import sqlwin
+from sqlwin.errors import SqlwinError
+from sqlwin.streaming import catalog
+
+S = 1_000_000
+
+# files of (k, v, second, side); the stream's watermark is the largest ts so far minus 2 s
+FILES = [
+    [("a", 1, 1, "l"), ("a", 0, 2, "r"), ("b", 0, 3, "r")],  # W after: 1
+    [("a", 2, 6, "l"), ("a", 0, 8, "r")],                    # W after: 6
+    [("b", 5, 12, "l")],                                     # W after: 10 (windows up to 10 s fire)
+    [("a", 7, 3, "l"), ("a", 3, 8, "l")],  # at W 10: [0,5) is past its lateness (late row), [5,10) takes a LATE row
+    [("a", 1, 25, "l"), ("a", 0, 31, "r")],                  # W after: 29
+    [("b", 0, 16, "r")],                                     # late for R (no lateness): dropped, counted
+]
+
+JOIN = """SELECT L.k AS lk, R.k AS rk, L.s, R.c, COALESCE(L.ws, R.window_start) AS ws
+FROM (SELECT k, window_start AS ws, window_end AS we, SUM(v) AS s
+      FROM TUMBLE(TABLE(SELECT * FROM {s} WHERE side = 'l'), DESCRIPTOR(ts), INTERVAL 5 SECONDS)
+      GROUP BY k, window_start, window_end ALLOWED LATENESS INTERVAL 4 SECONDS LATE ROWS TO {late}) L
+FULL JOIN (SELECT k, window_start, window_end, COUNT(*) AS c
+      FROM TUMBLE(TABLE(SELECT * FROM {s} WHERE side = 'r'), DESCRIPTOR(ts), INTERVAL 5 SECONDS)
+      GROUP BY k, window_start, window_end) R
+ON L.k = R.k AND L.ws = R.window_start AND L.we = R.window_end"""
+
+CASCADE = """SELECT window_start, window_end, SUM(s) AS total, COUNT(*) AS inner_windows
+FROM TUMBLE(TABLE(
+    SELECT window_start AS ws, window_time AS rowtime, k, SUM(v) AS s
+    FROM TUMBLE(TABLE(SELECT * FROM {s} WHERE side = 'l'), DESCRIPTOR(ts), INTERVAL 5 SECONDS)
+    GROUP BY window_start, window_end, window_time, k ALLOWED LATENESS INTERVAL 4 SECONDS),
+  DESCRIPTOR(rowtime), INTERVAL 10 SECONDS)
+GROUP BY window_start, window_end"""
+
+
+def at(seconds: int) -> dt.datetime:
+    return T0 + dt.timedelta(seconds=seconds)
+
+
+# hand-worked: the join emits a window once both sides' watermarks pass its end; the LATE row of L's [5,10)
+# (a, 3 at 8 s) restates that window's join as a LATE pane
+JOIN_LIVE = [
+    ("a", "a", 1, 1, at(0), 0, "ON_TIME", False),
+    (None, "b", None, 1, at(0), 0, "ON_TIME", False),
+    ("a", "a", 2, 1, at(5), 0, "ON_TIME", False),
+    ("a", "a", 5, 1, at(5), 1, "LATE", False),
+    ("b", None, 5, None, at(10), 0, "ON_TIME", False),
+]
+JOIN_AT_END = [("a", None, 1, None, at(25), 0, "ON_TIME", False), (None, "a", None, 1, at(30), 0, "ON_TIME", False)]
+# the inner windows [0,5) a=1, [5,10) a=2+3 (its late row), [10,15) b=5, [25,30) a=1 feed the outer 10 s windows once
+# final (the inner watermark minus its 4 s lateness passed their end): each counted once
+CASCADE_LIVE = [(at(0), at(10), 6, 2, 0, "ON_TIME", True), (at(10), at(20), 5, 1, 0, "ON_TIME", True)]
+CASCADE_AT_END = [(at(20), at(30), 1, 1, 0, "ON_TIME", True)]
+PANE = ["pane_index", "pane_timing", "is_final"]
+
+
+def test_window_join_and_cascade_live_and_replayed(spark, tmp_path, monkeypatch, request):
+    with stream_env(spark, tmp_path, monkeypatch, request.node.name):
+        name = "s_stages"
+        folder = tmp_path / "in2"
+        folder.mkdir()
+        sqlwin.sql(spark, f"CREATE STREAM {name} (k STRING, v INT, ts TIMESTAMP, side STRING, "
+                          f"WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS) USING json OPTIONS (path '{folder}')")
+        sqlwin.sql(spark, "CREATE STREAMING TABLE stages_join AS " + JOIN.format(s=name, late="stages_late"))
+        sqlwin.sql(spark, "CREATE STREAMING TABLE stages_cascade AS " + CASCADE.format(s=name))
+        joined, cascade = catalog.find_table("stages_join"), catalog.find_table("stages_cascade")
+        assert (joined.path, joined.why, cascade.why) == ("custom", "window join", "cascaded windows")
+        feed = Feeder(folder)
+        for rows in FILES:
+            feed.write([{"k": k, "v": v, "ts": ts(s), "side": side} for k, v, s, side in rows])
+            joined.process_all_available()
+            cascade.process_all_available()
+        live_join = _rows(spark.table("stages_join"), ["lk", "rk", "s", "c", "ws", *PANE, "micro_batch"])
+        live_cascade = _rows(spark.table("stages_cascade"), ["window_start", "window_end", "total",
+                                                                "inner_windows", *PANE, "micro_batch"])
+        assert sorted((r[:-1] for r in live_join), key=_order) == sorted(JOIN_LIVE, key=_order)
+        assert sorted((r[:-1] for r in live_cascade), key=_order) == CASCADE_LIVE
+        assert _rows(spark.table("stages_late"), ["k", "v", "window_start", "reason"]) == [("a", 7, at(0), "late")]
+        status = {s.name: s for s in (joined.status(), cascade.status())}
+        assert status["stages_join"].late_rows_dropped == 2  # L's row past its lateness, R's late row
+        assert status["stages_join"].rows_in == sum(len(f) for f in FILES)
+
+        # the same rows replayed in the same micro-batches: the same panes, and the rest at the end of input
+        data = [(k, v, at(s), side, f) for f, rows in enumerate(FILES) for k, v, s, side in rows]
+        spark.createDataFrame(data, "k string, v int, ts timestamp, side string, f int") \
+            .createOrReplaceTempView("stages_rows")
+        sqlwin.sql(spark, "CREATE STREAM r_stages FROM TABLE stages_rows ARRIVAL ORDER BY f MICRO BATCH BY f "
+                          "WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS")
+        replay_join = _rows(sqlwin.sql(spark, JOIN.format(s="r_stages", late="stages_late_replayed")),
+                              ["lk", "rk", "s", "c", "ws", *PANE, "micro_batch"])
+        replay_cascade = _rows(sqlwin.sql(spark, CASCADE.format(s="r_stages")),
+                                 ["window_start", "window_end", "total", "inner_windows", *PANE, "micro_batch"])
+        assert replay_join[:len(live_join)] == live_join or set(live_join) <= set(replay_join)
+        at_end = sorted((r[:-1] for r in set(replay_join) - set(live_join)), key=_order)
+        assert at_end == sorted(JOIN_AT_END, key=_order)
+        assert set(live_cascade) <= set(replay_cascade)
+        assert sorted((r[:-1] for r in set(replay_cascade) - set(live_cascade)), key=_order) == CASCADE_AT_END
+        assert _rows(spark.table("stages_late_replayed"), ["k", "v", "window_start", "reason"]) == \
+            [("a", 7, at(0), "late")]
+
+
+def _order(row: tuple) -> tuple:
+    return tuple((v is None, str(v)) for v in row)
+
+
+def _rows(df, columns: list[str]) -> list[tuple]:
+    return sorted((tuple(r) for r in df.select(*columns).collect()), key=_order)
+
+
+@pytest.mark.parametrize(("sql", "message"), [
+    (CASCADE.replace("ALLOWED LATENESS INTERVAL 4 SECONDS", "EMIT WITH TRIGGER AFTER WATERMARK EARLY EVERY 1 ROWS"),
+     "EMIT on the inner aggregation of cascaded windows"),
+    (CASCADE.replace("DESCRIPTOR(rowtime)", "DESCRIPTOR(ws)"), "reads the inner window's window_time"),
+    (JOIN.replace(" AND L.we = R.window_end", ""), "joins ON L.window_start = R.window_start AND L.window_end"),
+    (JOIN.replace("'r'), DESCRIPTOR(ts), INTERVAL 5 SECONDS", "'r'), DESCRIPTOR(ts), INTERVAL 10 SECONDS"),
+     "both sides of a streaming window join use the same window"),
+    (JOIN.replace("ALLOWED LATENESS INTERVAL 4 SECONDS LATE ROWS TO {late}",
+                  "EMIT WITH TRIGGER AFTER WATERMARK LATE EVERY 1 ROWS DISCARDING"),
+     "DISCARDING panes in a window join"),
+    (JOIN.replace("FROM {s} WHERE side = 'r'", "FROM r_stages_err"), "joins a live stream with a replay stream"),
+])
+def test_queries_of_several_windows_that_do_not_run(spark, tmp_path, monkeypatch, request, sql, message):
+    with stream_env(spark, tmp_path, monkeypatch, request.node.name) as (name, _, _root):
+        spark.createDataFrame([("a", 1, at(0))], "k string, v int, ts timestamp") \
+            .createOrReplaceTempView("stages_err_rows")
+        sqlwin.sql(spark, "CREATE STREAM r_stages_err FROM TABLE stages_err_rows ARRIVAL ORDER BY ts "
+                          "WATERMARK FOR ts AS ts")
+        sql = sql.replace(" WHERE side = 'l'", "").replace(" WHERE side = 'r'", "")  # the fixture's stream: k, v, ts
+        with pytest.raises(SqlwinError) as err:
+            sqlwin.sql(spark, "CREATE STREAMING TABLE stages_err AS " + sql.format(s=name, late="stages_err_late"))
+        assert message in str(err.value)
+        assert str(err.value).startswith("line ")
+
+
+# -- generated data: replay equals DuckDB's batch query over the rows that were not late --------------------------
+ROWS = st.lists(st.tuples(st.sampled_from(["a", "b", None]), st.integers(0, 9), st.integers(0, 40),
+                          st.sampled_from(["l", "r"])), min_size=0, max_size=14)
+
+
+def _kept(rows: list[tuple], per_file: int, size: int, delay: int) -> list[tuple]:
+    """GRAMMAR 4 with lateness 0: a row of file f is kept when its window ends after the watermark in force, the
+    largest ts of the files before f minus the delay."""
+    kept, top = [], None
+    for f in range(0, len(rows), per_file):
+        watermark = None if top is None else top - delay
+        for row in rows[f:f + per_file]:
+            end = (row[2] // size + 1) * size
+            if watermark is None or end > watermark:
+                kept.append(row)
+        top = max([top or -10**9, *(r[2] for r in rows[f:f + per_file])])
+    return kept
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))
+@given(rows=ROWS, per_file=st.integers(1, 4))
+def test_generated_replays_equal_the_batch_query_over_kept_rows(spark, duck, rows, per_file):
+    data = [(k, v, at(s), side, i // per_file) for i, (k, v, s, side) in enumerate(rows)]
+    spark.createDataFrame(data, "k string, v int, ts timestamp, side string, f int") \
+        .createOrReplaceTempView("stages_gen")
+    sqlwin.sql(spark, "CREATE STREAM r_stages_gen FROM TABLE stages_gen ARRIVAL ORDER BY f MICRO BATCH BY f "
+                      "WATERMARK FOR ts AS ts - INTERVAL 3 SECONDS")
+    join = JOIN.replace(" ALLOWED LATENESS INTERVAL 4 SECONDS LATE ROWS TO {late}", "")
+    cascade = CASCADE.replace(" ALLOWED LATENESS INTERVAL 4 SECONDS", "")
+    kept = _kept([(k, v, s, side) for k, v, s, side in rows], per_file, 5, 3)
+    duck.execute("DROP TABLE IF EXISTS stages_kept")
+    duck.execute("CREATE TABLE stages_kept (k VARCHAR, v INTEGER, ts TIMESTAMP, side VARCHAR)")
+    if kept:
+        duck.executemany("INSERT INTO stages_kept VALUES (?, ?, ?, ?)", [(k, v, at(s), side) for k, v, s, side in kept])
+    for sql, columns in ((join, ["lk", "rk", "s", "c", "ws"]), (cascade, ["window_start", "window_end", "total",
+                                                                           "inner_windows"])):
+        replayed = _rows(sqlwin.sql(spark, sql.format(s="r_stages_gen")), [*columns, *PANE])
+        assert {r[len(columns):] for r in replayed} <= {(0, "ON_TIME", True)}
+        oracle = duck.execute(sqlwin.rewrite(sql.format(s="stages_kept"), target="duckdb", catalog=duck)).fetchall()
+        assert sorted((r[:len(columns)] for r in replayed), key=_order) == sorted(
+            (tuple(v.replace(tzinfo=None) if isinstance(v, dt.datetime) else v for v in r) for r in oracle),
+            key=_order)
