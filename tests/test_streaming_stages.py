@@ -67,19 +67,30 @@ PANE = ["pane_index", "pane_timing", "is_final"]
 
 
 def test_window_join_and_cascade_live_and_replayed(spark, tmp_path, monkeypatch, request):
+    """Live, stopped and started again midway (the same panes, micro-batch numbers and late rows), then replayed."""
     with stream_env(spark, tmp_path, monkeypatch, request.node.name):
         name = "s_stages"
         folder = tmp_path / "in2"
         folder.mkdir()
         sqlwin.sql(spark, f"CREATE STREAM {name} (k STRING, v INT, ts TIMESTAMP, side STRING, "
                           f"WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS) USING json OPTIONS (path '{folder}')")
-        sqlwin.sql(spark, "CREATE STREAMING TABLE stages_join AS " + JOIN.format(s=name, late="stages_late"))
-        sqlwin.sql(spark, "CREATE STREAMING TABLE stages_cascade AS " + CASCADE.format(s=name))
-        joined, cascade = catalog.find_table("stages_join"), catalog.find_table("stages_cascade")
+        statements = ["CREATE STREAMING TABLE stages_join AS " + JOIN.format(s=name, late="stages_late"),
+                      "CREATE STREAMING TABLE stages_cascade AS " + CASCADE.format(s=name)]
+
+        def start() -> tuple:
+            for sql in statements:
+                sqlwin.sql(spark, sql)
+            return catalog.find_table("stages_join"), catalog.find_table("stages_cascade")
+
+        joined, cascade = start()
         assert (joined.path, joined.why, cascade.why) == ("custom", "window join", "cascaded windows")
         feed = Feeder(folder)
-        for rows in FILES:
+        for i, rows in enumerate(FILES):
             feed.write([{"k": k, "v": v, "ts": ts(s), "side": side} for k, v, s, side in rows])
+            if i == 3:  # stopped with windows open in every stage and the join: the file waits, then resumes
+                sqlwin.sql(spark, "STOP STREAMING TABLE stages_join")
+                sqlwin.sql(spark, "STOP STREAMING TABLE stages_cascade")
+                joined, cascade = start()
             joined.process_all_available()
             cascade.process_all_available()
         live_join = _rows(spark.table("stages_join"), ["lk", "rk", "s", "c", "ws", *PANE, "micro_batch"])
