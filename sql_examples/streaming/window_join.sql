@@ -49,3 +49,33 @@ SELECT * FROM (
 -- L_Num | R_Num | window_start        | window_end          | pane_index | pane_timing | is_final | rownum | micro_batch
 -- 3     | 3     | 2020-04-15 12:00:00 | 2020-04-15 12:05:00 | 0          | ON_TIME     | true     | 1      | 6
 -- 2     | NULL  | 2020-04-15 12:05:00 | 2020-04-15 12:10:00 | 0          | ON_TIME     | true     | 1      | 8
+
+-- A stream joined with its own window aggregation, as a window join (Nexmark q7, the bids with the highest price
+-- of their 10-second window): the bids' window TVF on one side, the window's MAX on the other.
+CREATE OR REPLACE TEMPORARY VIEW bids AS SELECT * FROM VALUES
+  (1, 10, 'x', TIMESTAMP'2024-01-01 00:00:01', 0),
+  (2, 30, 'y', TIMESTAMP'2024-01-01 00:00:04', 1),
+  (3, 30, 'z', TIMESTAMP'2024-01-01 00:00:03', 2),
+  (4, 20, 'x', TIMESTAMP'2024-01-01 00:00:12', 3),
+  (5, 50, 'y', TIMESTAMP'2024-01-01 00:00:08', 4),
+  (6, 40, 'z', TIMESTAMP'2024-01-01 00:00:15', 5),
+  (7, 99, 'x', TIMESTAMP'2024-01-01 00:00:02', 6),
+  (8, 45, 'y', TIMESTAMP'2024-01-01 00:00:19', 7)
+  AS t(auction, price, bidder, date_time, seq);
+
+CREATE STREAM bid_stream FROM TABLE bids ARRIVAL ORDER BY seq
+  WATERMARK FOR date_time AS date_time - INTERVAL '3' SECONDS;
+
+-- W = max date_time - 3 s. Bid 7 (99 at :02) arrives when W is :12: its window [:00, :10) has fired, so it is
+-- late on both sides and in neither result (the batch query over the bids would pick it). [:00, :10) joins 50
+-- (bid 5) once W passes :10, [:10, :20) joins 45 (bid 8) at the end of the input.
+SELECT B.auction, B.price, B.bidder, B.date_time, B.window_end
+FROM TUMBLE(TABLE bid_stream, DESCRIPTOR(date_time), INTERVAL '10' SECONDS) B
+JOIN (SELECT MAX(price) AS maxprice, window_start, window_end
+      FROM TUMBLE(TABLE bid_stream, DESCRIPTOR(date_time), INTERVAL '10' SECONDS)
+      GROUP BY window_start, window_end) B1
+ON B.window_start = B1.window_start AND B.window_end = B1.window_end AND B.price = B1.maxprice;
+-- expect:
+-- auction | price | bidder | date_time           | window_end          | pane_index | pane_timing | is_final | micro_batch
+-- 5       | 50    | y      | 2024-01-01 00:00:08 | 2024-01-01 00:00:10 | 0          | ON_TIME     | true     | 6
+-- 8       | 45    | y      | 2024-01-01 00:00:19 | 2024-01-01 00:00:20 | 0          | ON_TIME     | true     | 8

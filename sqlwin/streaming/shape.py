@@ -230,8 +230,9 @@ def _read_only_by_the_window(tables: list[exp.Table], tvf: exp.Expr) -> None:
     for table in tables:
         if not any(parent is tvf for parent in _ancestors(table)):
             raise SqlwinError.at(table, f"stream {table.name} is read outside the window TVF: a streaming query "
-                                        "reads its stream only through its window TVF (joining a stream with itself "
-                                        "or with another stream runs in batch queries only)")
+                                        "reads its stream only through window TVFs; to join its rows with a window "
+                                        "query, join the stream's window TVF with it ON window_start and window_end "
+                                        "(a window join; other joins of streams run in batch queries only)")
 
 
 def _keep_windows_apart(carrier: exp.Select, tvf: exp.Expr, aggregated: bool) -> None:
