@@ -122,6 +122,44 @@ def test_window_join_and_cascade_live_and_replayed(spark, tmp_path, monkeypatch,
             [("a", 7, at(0), "late")]
 
 
+# two streams, each with its own watermark (its largest ts - 2 s): (stream, rows (k, v, second)) in arrival order
+TWO_STREAMS = [("l", [("a", 1, 1)]), ("r", [("a", 0, 2)]), ("l", [("a", 2, 9)]), ("r", [("a", 0, 3)]),
+               ("r", [("b", 0, 12)]), ("l", [("a", 5, 2)]), ("l", [("b", 4, 14)]), ("r", [("b", 1, 20)])]
+TWO_JOIN = """SELECT L.k, L.s, R.c, L.ws
+FROM (SELECT k, window_start AS ws, window_end AS we, SUM(v) AS s FROM TUMBLE(TABLE s2_l, DESCRIPTOR(ts),
+      INTERVAL 5 SECONDS) GROUP BY k, window_start, window_end LATE ROWS TO s2_late) L
+LEFT JOIN (SELECT k, window_start, window_end, COUNT(*) AS c FROM TUMBLE(TABLE s2_r, DESCRIPTOR(ts),
+      INTERVAL 5 SECONDS) GROUP BY k, window_start, window_end) R
+ON L.k = R.k AND L.ws = R.window_start AND L.we = R.window_end"""
+
+
+def test_window_join_of_two_streams_waits_for_the_slower_watermark(spark, tmp_path, monkeypatch):
+    """Hand-worked: L's watermark reaches 7 s at its row at 9 s, R's only at its row at 12 s (10 s). [0,5) joins a
+    (1) with R's two a rows; L's a at 2 s comes when L's watermark is 7 s: late for L (its own watermark, not R's
+    slower one), in s2_late; [5,10) has no R row: LEFT JOIN's NULL; [10,15) waits for L's watermark (12 s)."""
+    monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(tmp_path / "root"))
+    feeders = {}
+    for side in ("l", "r"):
+        feeders[side] = Feeder(tmp_path / side)
+        sqlwin.sql(spark, f"CREATE STREAM s2_{side} (k STRING, v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - "
+                          f"INTERVAL 2 SECONDS) USING json OPTIONS (path '{tmp_path / side}')")
+    sqlwin.sql(spark, "CREATE STREAMING TABLE s2_join AS " + TWO_JOIN)
+    table = catalog.find_table("s2_join")
+    try:
+        for side, rows in TWO_STREAMS:
+            feeders[side].write([{"k": k, "v": v, "ts": ts(s)} for k, v, s in rows])
+            table.process_all_available()
+        assert _rows(spark.table("s2_join"), ["k", "s", "c", "ws", *PANE]) == [
+            ("a", 1, 2, at(0), 0, "ON_TIME", True), ("a", 2, None, at(5), 0, "ON_TIME", True)]
+        assert _rows(spark.table("s2_late"), ["k", "v", "window_start", "watermark", "reason"]) == \
+            [("a", 5, at(0), at(7), "late")]
+        status = table.status()
+        assert (status.rows_in, status.late_rows_dropped, status.watermark) == (8, 1, "2024-01-01 00:00:12")
+    finally:
+        table.stop()
+        catalog.remove_table("s2_join")
+
+
 def _order(row: tuple) -> tuple:
     return tuple((v is None, str(v)) for v in row)
 
