@@ -126,9 +126,14 @@ def class_def(module: str, name: str) -> ast.ClassDef:
 
 
 def members(module: str, name: str) -> set[str]:
-    """What class ``name`` defines: its methods and class attributes, and what its methods assign to ``self``."""
+    """What class ``name`` defines: its methods and class attributes, and what its methods assign to ``self``
+    (with what its base classes of the same module define)."""
     cls = class_def(module, name)
     found = {n.name for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    local = {n.name for n in tree(module).body if isinstance(n, ast.ClassDef)}
+    for base in cls.bases:
+        if isinstance(base, ast.Name) and base.id in local:
+            found |= members(module, base.id)
     found |= {t.id for n in cls.body if isinstance(n, (ast.Assign, ast.AnnAssign))
               for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
     for node in ast.walk(cls):

@@ -49,15 +49,15 @@ from sqlwin.streaming.partials import Decomposition, decompose
 from sqlwin.streaming.rowstore import StoredRows
 from sqlwin.streaming.sessions import SessionAssigner
 from sqlwin.streaming.sinks import BatchSink
-from sqlwin.streaming.sources import TICK_COLUMN, TickFile
+from sqlwin.streaming.sources import TickFile, without_ticks
 from sqlwin.streaming.state import StateStore, now_micros
-from sqlwin.streaming.stopping import NEVER, QueryStop, stopped_mid_batch
+from sqlwin.streaming.stopping import NEVER, StoppableBatches
 from sqlwin.streaming.timewindows import TimeWindowAssigner
 
 STATE_CONF = "sqlwin.streaming.state"  # where the windows' state lives: ``auto`` (default), ``executors``, ``driver``
 
 
-class MicroBatchOperator:
+class MicroBatchOperator(StoppableBatches):
     """Wires the roles (Flink's ``WindowOperator``), each chosen once: the window assigner (by the window's
     kind), which assigns, classifies and stores a micro-batch's rows; the pane engine it chooses; the evictor;
     the stored rows; the input and the outputs; and the committer of all their state. It keeps the watermark,
@@ -197,31 +197,15 @@ class MicroBatchOperator:
             self.counters.update(commit.data["counters"])
         self.committer.restore(self.store, commit)
 
-    # -- the foreachBatch entry point ---------------------------------------------------------
-    def run_batch(self, batch_df: Any, batch_id: int) -> None:
-        """A micro-batch that its query's stop interrupts, or that finds it stopped, ends uncommitted (run again
-        on restart) with an error Spark takes for the stop's interruption: ``sqlwin.streaming.stopping``."""
-        if not self.query_stop.bound:
-            self.query_stop = QueryStop.of_stream_thread(self.spark)
-        try:
-            self._run_batch(batch_df, int(batch_id))
-        except Exception:
-            if not self.query_stop.requested():
-                raise
-            raise stopped_mid_batch(self.spark, self.sink.name, int(batch_id)) from None
-
+    # -- the foreachBatch entry point (run_batch: StoppableBatches) -----------------------------
     def _run_batch(self, batch_df: Any, source_batch: int) -> None:
-        from pyspark.sql import functions as F
-
         if source_batch <= self.last_source_batch:
             # committed before a crash: Spark re-runs it, sqlwin already wrote it; but the crash may have come
             # before the commit asked for its no-data micro-batch, so ask again (the same tick: no batch twice)
             self._ask_for_next_batch(source_batch)
             return
         processing_time = self.store.begin(source_batch, self.clock())
-        data = batch_df
-        if TICK_COLUMN in batch_df.columns:  # tick rows only cause the micro-batch: drop them
-            data = batch_df.where(F.col(TICK_COLUMN).isNull()).drop(TICK_COLUMN)
+        data = without_ticks(batch_df)
         if self._scanner() is not None:  # one Spark job reads the micro-batch: no copy of it in memory
             self.step(batch_df.sparkSession, data, processing_time, source_batch=source_batch)
             return

@@ -35,8 +35,22 @@ PANE_COLUMNS = ("pane_index", "pane_timing", "is_final")
 WINDOW_BOUNDS = ("window_start", "window_end")
 
 
+class LatenessClauses:
+    """What a streaming query's ALLOWED LATENESS and LATE ROWS TO say (every shape of query has them)."""
+
+    query: WindowedQuery
+
+    @property
+    def lateness(self) -> int:
+        return self.query.lateness.allowed
+
+    @property
+    def late_rows_to(self) -> str | None:
+        return self.query.lateness.late_rows_to
+
+
 @dataclass
-class StreamingShape:
+class StreamingShape(LatenessClauses):
     """A streaming query, analysed: everything the operator, the native path and replay need."""
 
     query: WindowedQuery
@@ -56,14 +70,6 @@ class StreamingShape:
             return self.window.time_col
         wm = self.stream.watermark
         return wm.column if wm is not None else ""
-
-    @property
-    def lateness(self) -> int:
-        return self.query.lateness.allowed
-
-    @property
-    def late_rows_to(self) -> str | None:
-        return self.query.lateness.late_rows_to
 
 
 def analyse(query: WindowedQuery, streams: dict[str, CreateStream | CreateReplayStream],

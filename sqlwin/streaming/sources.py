@@ -226,3 +226,12 @@ def stream_dataframe(spark: Any, stream: CreateStream, with_proctime: bool = Tru
         else:
             df = df.selectExpr("*", f"{column.expr.sql(dialect='spark')} AS `{column.name}`")
     return df
+
+
+def without_ticks(batch_df: Any) -> Any:
+    """A micro-batch's rows without the tick rows (they only cause the micro-batch)."""
+    from pyspark.sql import functions as F
+
+    if TICK_COLUMN not in batch_df.columns:
+        return batch_df
+    return batch_df.where(F.col(TICK_COLUMN).isNull()).drop(TICK_COLUMN)

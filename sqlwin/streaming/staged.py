@@ -27,10 +27,10 @@ from sqlwin.plan.statements import StreamColumn
 from sqlwin.streaming import storage
 from sqlwin.streaming.operator import MicroBatchOperator
 from sqlwin.streaming.sinks import BatchSink
-from sqlwin.streaming.sources import SOURCE_COLUMN, TICK_COLUMN, TickFile
+from sqlwin.streaming.sources import SOURCE_COLUMN, TickFile, without_ticks
 from sqlwin.streaming.stages import PANES, Stage, StagedShape
 from sqlwin.streaming.state import now_micros
-from sqlwin.streaming.stopping import NEVER, QueryStop, stopped_mid_batch
+from sqlwin.streaming.stopping import NEVER, StoppableBatches
 from sqlwin.streaming.windowjoin import JoinStage
 
 
@@ -47,7 +47,7 @@ class FedOperator(StageOperator):
         return ForwardedWatermark()
 
 
-class StagedOperator:
+class StagedOperator(StoppableBatches):
     """Runs the window stages of a staged query (cascaded windows, a window join) as one streaming table: every
     micro-batch steps each stage in order, a downstream stage reading its upstream's panes of that micro-batch."""
 
@@ -91,25 +91,10 @@ class StagedOperator:
         shape.streams = [derived if s is shape.stream else s for s in shape.streams]
         shape.stream = derived
 
-    # -- the foreachBatch entry point ---------------------------------------------------------------
-    def run_batch(self, batch_df: Any, batch_id: int) -> None:
-        if not self.query_stop.bound:
-            self.query_stop = QueryStop.of_stream_thread(self.spark)
-        try:
-            self._run_batch(batch_df, int(batch_id))
-        except Exception:
-            if not self.query_stop.requested():
-                raise
-            raise stopped_mid_batch(self.spark, self.sink.name, int(batch_id)) from None
-
+    # -- the foreachBatch entry point (run_batch: StoppableBatches) ---------------------------------
     def _run_batch(self, batch_df: Any, source_batch: int) -> None:
-        from pyspark.sql import functions as F
-
         processing_time = self.store.begin(source_batch, self.clock())
-        data = batch_df
-        if TICK_COLUMN in batch_df.columns:
-            data = batch_df.where(F.col(TICK_COLUMN).isNull()).drop(TICK_COLUMN)
-        self.step(batch_df.sparkSession, data, processing_time, source_batch=source_batch)
+        self.step(batch_df.sparkSession, without_ticks(batch_df), processing_time, source_batch=source_batch)
 
     def step(self, spark: Any, data: Any, processing_time: int, end_of_input: bool = False,
              source_batch: int | None = None) -> None:

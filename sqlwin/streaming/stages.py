@@ -29,7 +29,15 @@ from sqlwin.errors import SqlwinError
 from sqlwin.plan import triggers as tp
 from sqlwin.plan.statements import CreateReplayStream, CreateStream, WatermarkSpec, WindowedQuery
 from sqlwin.plan.windows import WindowSpec
-from sqlwin.streaming.shape import StreamingShape, analyse, bounds_out, in_from, is_star, refuse_result_limit
+from sqlwin.streaming.shape import (
+    LatenessClauses,
+    StreamingShape,
+    analyse,
+    bounds_out,
+    in_from,
+    is_star,
+    refuse_result_limit,
+)
 
 HIDDEN_BOUNDS = ("__sqlwin_ws", "__sqlwin_we")  # a join side's window, whatever the side calls it
 HIDDEN_PANE = ("__sqlwin_pi", "__sqlwin_pt", "__sqlwin_fin")  # the join's pane of that window
@@ -68,7 +76,7 @@ class WindowJoin:
 
 
 @dataclass
-class StagedShape:
+class StagedShape(LatenessClauses):
     """A streaming query of several windows: its stages (upstream first) and, for a window join, the join."""
 
     query: WindowedQuery
@@ -89,14 +97,6 @@ class StagedShape:
     def time_column(self) -> str:
         wm = self.stream.watermark
         return wm.column if wm is not None else ""
-
-    @property
-    def lateness(self) -> int:
-        return self.query.lateness.allowed
-
-    @property
-    def late_rows_to(self) -> str | None:
-        return self.query.lateness.late_rows_to
 
     @property
     def final(self) -> Stage:

@@ -61,6 +61,29 @@ class QueryStop:
 NEVER = QueryStop()
 
 
+class StoppableBatches:
+    """The foreachBatch entry point of an operator (``run_batch``): a micro-batch that its query's stop interrupts,
+    or that finds it stopped, ends uncommitted (run again on restart) with an error Spark takes for the stop's
+    interruption. The operator gives ``spark``, ``sink``, ``query_stop`` and ``_run_batch``."""
+
+    spark: Any
+    sink: Any
+    query_stop: QueryStop
+
+    def run_batch(self, batch_df: Any, batch_id: int) -> None:
+        if not self.query_stop.bound:
+            self.query_stop = QueryStop.of_stream_thread(self.spark)
+        try:
+            self._run_batch(batch_df, int(batch_id))
+        except Exception:
+            if not self.query_stop.requested():
+                raise
+            raise stopped_mid_batch(self.spark, self.sink.name, int(batch_id)) from None
+
+    def _run_batch(self, batch_df: Any, source_batch: int) -> None:
+        raise NotImplementedError
+
+
 def stopped_mid_batch(spark: Any, table: str, batch_id: int) -> Exception:
     """The error for foreachBatch to raise (``from None``: no long context) when its query was stopped in
     micro-batch ``batch_id``: a ``Py4JJavaError`` over a ``java.lang.InterruptedException`` without a stack, a few
