@@ -134,9 +134,10 @@ ON L.k = R.k AND L.ws = R.window_start AND L.we = R.window_end"""
 
 
 def test_window_join_of_two_streams_waits_for_the_slower_watermark(spark, tmp_path, monkeypatch):
-    """Hand-worked: L's watermark reaches 7 s at its row at 9 s, R's only at its row at 12 s (10 s). [0,5) joins a
-    (1) with R's two a rows; L's a at 2 s comes when L's watermark is 7 s: late for L (its own watermark, not R's
-    slower one), in s2_late; [5,10) has no R row: LEFT JOIN's NULL; [10,15) waits for L's watermark (12 s)."""
+    """Live, then replayed side by side. Hand-worked: L's watermark reaches 7 s at its row at 9 s, R's only at its
+    row at 12 s (10 s). [0,5) joins a (1) with R's two a rows; L's a at 2 s comes when L's watermark is 7 s: late
+    for L (its own watermark, not R's slower one), in s2_late; [5,10) has no R row: LEFT JOIN's NULL; [10,15)
+    waits for L's watermark (12 s)."""
     monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(tmp_path / "root"))
     feeders = {}
     for side in ("l", "r"):
@@ -155,9 +156,25 @@ def test_window_join_of_two_streams_waits_for_the_slower_watermark(spark, tmp_pa
             [("a", 5, at(0), at(7), "late")]
         status = table.status()
         assert (status.rows_in, status.late_rows_dropped, status.watermark) == (8, 1, "2024-01-01 00:00:12")
+        live = _rows(spark.table("s2_join"), ["k", "s", "c", "ws", *PANE, "micro_batch"])
     finally:
         table.stop()
         catalog.remove_table("s2_join")
+    # replayed side by side (micro-batch k: every stream's rows of step k): the same panes, then the rest at the
+    # end of the input
+    for side in ("l", "r"):
+        data = [(k, v, at(s), step) for step, (which, rows) in enumerate(TWO_STREAMS) if which == side
+                for k, v, s in rows]
+        spark.createDataFrame(data, "k string, v int, ts timestamp, step int") \
+            .createOrReplaceTempView(f"s2_{side}_rows")
+        sqlwin.sql(spark, f"CREATE STREAM s2_{side} FROM TABLE s2_{side}_rows ARRIVAL ORDER BY step "
+                          "MICRO BATCH BY step WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS")
+    replayed = _rows(sqlwin.sql(spark, TWO_JOIN.replace("s2_late", "s2_late_replayed")),
+                     ["k", "s", "c", "ws", *PANE, "micro_batch"])
+    assert set(live) <= set(replayed)
+    assert [r[:-1] for r in replayed if r not in live] == [("b", 4, 1, at(10), 0, "ON_TIME", True)]
+    assert _rows(spark.table("s2_late_replayed"), ["k", "v", "window_start", "watermark", "reason"]) == \
+        [("a", 5, at(0), at(7), "late")]
 
 
 def _order(row: tuple) -> tuple:
@@ -179,12 +196,16 @@ def _rows(df, columns: list[str]) -> list[tuple]:
                   "EMIT WITH TRIGGER AFTER WATERMARK LATE EVERY 1 ROWS DISCARDING"),
      "DISCARDING panes in a window join"),
     (JOIN.replace("FROM {s} WHERE side = 'r'", "FROM r_stages_err"), "joins a live stream with a replay stream"),
+    (JOIN.replace("FROM {s} WHERE side = 'r'", "FROM r_stages_err").replace("FROM {s}", "FROM r_stages_err2"),
+     "replay streams read side by side cut their micro-batches alike"),
 ])
 def test_queries_of_several_windows_that_do_not_run(spark, tmp_path, monkeypatch, request, sql, message):
     with stream_env(spark, tmp_path, monkeypatch, request.node.name) as (name, _, _root):
         spark.createDataFrame([("a", 1, at(0))], "k string, v int, ts timestamp") \
             .createOrReplaceTempView("stages_err_rows")
         sqlwin.sql(spark, "CREATE STREAM r_stages_err FROM TABLE stages_err_rows ARRIVAL ORDER BY ts "
+                          "WATERMARK FOR ts AS ts")
+        sqlwin.sql(spark, "CREATE STREAM r_stages_err2 FROM TABLE stages_err_rows ARRIVAL ORDER BY ts MICRO BATCH BY v "
                           "WATERMARK FOR ts AS ts")
         sql = sql.replace(" WHERE side = 'l'", "").replace(" WHERE side = 'r'", "")  # the fixture's stream: k, v, ts
         with pytest.raises(SqlwinError) as err:

@@ -41,6 +41,7 @@ from sqlwin.streaming.outputs import FIRED_SCHEMA, fired_table
 from sqlwin.streaming.panequery import PaneQuery
 from sqlwin.streaming.shape import StreamingShape
 from sqlwin.streaming.sinks import BatchSink
+from sqlwin.streaming.sources import SOURCE_COLUMN
 from sqlwin.streaming.staged import StagedOperator
 from sqlwin.streaming.stages import StagedShape
 from sqlwin.streaming.timewindows import TimeWindowAssigner
@@ -60,12 +61,12 @@ def replay(spark: Any, shape: StreamingShape | StagedShape, late_view: str | Non
     late_sink = BatchSink(late_name, storage.join(folder, "late_rows")) if late_name else None
     try:
         has_clock = getattr(stream, "processing_time_by", None) is not None
-        cut = Cut(spark, shape)
         if isinstance(shape, StagedShape):  # several windows: each micro-batch through the stages
-            numbered, plan = cut.numbered()
+            numbered, plan = side_by_side(spark, shape.streams) if len(shape.streams) > 1 else \
+                Cut(spark, shape).numbered()
             operator = StagedOperator(spark, shape, folder, sink, late_sink, tag)
             result, late = _stepped(spark, operator, sink, late_sink, numbered, plan, has_clock)
-        elif (planned := PlannedReplay(spark, shape, folder, sink, late_sink, tag)).plannable(cut):
+        elif (planned := PlannedReplay(spark, shape, folder, sink, late_sink, tag)).plannable(cut := Cut(spark, shape)):
             result, late = planned.run(cut, has_clock)
         else:
             numbered, plan = cut.numbered()
@@ -156,6 +157,35 @@ class Cut:
         ranks, plan = self.ranks(self.summary())
         numbered = self.numbered_by(self.rows, ranks)
         return numbered.drop(self.GROUP, "__sqlwin_arrival"), plan
+
+
+def side_by_side(spark: Any, streams: list) -> tuple[Any, list]:
+    """The rows of several replay streams (a window join's), in one sequence of micro-batches, for the stepped
+    replay: each row with its stream (``SOURCE_COLUMN``) and its ``BATCH``. Micro-batch ``k`` holds every stream's
+    rows whose ``MICRO BATCH BY`` value is the ``k``-th smallest of all streams' values (NULL first); without
+    MICRO BATCH BY, each stream's ``k``-th row in arrival order. The plan: per micro-batch its ``BATCH`` and
+    clock (the largest ``PROCESSING TIME BY`` of its rows)."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    group = "__sqlwin_group"
+    parts = []
+    for i, stream in enumerate(streams):
+        order = ", ".join(o.sql("spark") for o in stream.arrival_order)
+        label = stream.micro_batch_by.sql("spark") if stream.micro_batch_by is not None else \
+            f"ROW_NUMBER() OVER (ORDER BY {order}) - 1"
+        clock = f"UNIX_MICROS({stream.processing_time_by.sql('spark')})" if stream.processing_time_by is not None \
+            else "CAST(NULL AS BIGINT)"
+        parts.append(spark.table(stream.name).selectExpr("*", f"{label} AS {group}", f"{clock} AS {CLOCK}",
+                                                         f"{i} AS {SOURCE_COLUMN}"))
+    rows = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts).localCheckpoint()
+    ranks = rows.groupBy(group).agg(F.max(CLOCK).alias("clock")) \
+        .selectExpr(f"{group} AS __sqlwin_g", "clock", f"ROW_NUMBER() OVER (ORDER BY {group} ASC NULLS FIRST) - 1 "
+                    f"AS {BATCH}").localCheckpoint()
+    numbered = rows.join(F.broadcast(ranks.select("__sqlwin_g", BATCH)),
+                         rows[group].eqNullSafe(ranks["__sqlwin_g"])).drop(group, "__sqlwin_g")
+    return numbered, ranks.orderBy(BATCH).collect()
 
 
 def _clock_of(entry: Any, has_clock: bool, operator: MicroBatchOperator | StagedOperator) -> int:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sqlwin.core.panes import MAX_TIME, ForwardedWatermark
-from sqlwin.plan.statements import StreamColumn
+from sqlwin.plan.statements import CreateReplayStream, StreamColumn
 from sqlwin.streaming import storage
 from sqlwin.streaming.operator import MicroBatchOperator
 from sqlwin.streaming.sinks import BatchSink
@@ -126,7 +126,11 @@ class StagedOperator(StoppableBatches):
 
         if data is None or len(self.shape.streams) == 1:
             return data
-        return data.where(F.col(SOURCE_COLUMN) == stage.stream_index).drop(SOURCE_COLUMN)
+        rows = data.where(F.col(SOURCE_COLUMN) == stage.stream_index)
+        stream = self.shape.streams[stage.stream_index]
+        if isinstance(stream, CreateReplayStream):  # replayed side by side: the other tables' columns are NULL here
+            return rows.select(*[F.col(f"`{c}`") for c in self.spark.table(stream.name).columns])
+        return rows.drop(SOURCE_COLUMN)
 
     def _panes_of(self, spark: Any, upstream: Stage, batch: int | None) -> Any:
         """The panes ``upstream`` wrote in its micro-batch ``batch`` (None: none), as its downstream reads them."""

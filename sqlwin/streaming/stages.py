@@ -121,9 +121,11 @@ def analyse_staged(query: WindowedQuery, streams: dict, text: str) -> StagedShap
         raise SqlwinError.at(tables[0], "this query joins a live stream with a replay stream: a replay runs over "
                                         "tables, a live stream runs continuously; replay both (CREATE STREAM ... FROM "
                                         "TABLE) or run both live")
-    if len(replays) > 1:
-        raise SqlwinError.at(tables[0], "a query reads one replay stream; replay several tables as one (UNION ALL "
-                                        "them in the CREATE STREAM ... FROM TABLE)")
+    if len(replays) > 1 and (len({r.micro_batch_by is None for r in replays}) > 1 or
+                             len({r.processing_time_by is None for r in replays}) > 1):
+        raise SqlwinError.at(tables[0], "replay streams read side by side cut their micro-batches alike: MICRO BATCH "
+                                        "BY on every one of them or on none, and PROCESSING TIME BY on every one or "
+                                        "on none")
     for stream in read:
         if stream.watermark is None:
             raise SqlwinError.at(next(t for t in tables if t.name.lower() == stream.name.lower()),
