@@ -7,7 +7,8 @@ the no-data micro-batches it causes, before the next one is written):
 
 - the native path (TUMBLE, default emission) and the custom path (ALLOWED LATENESS, LATE ROWS TO; stopped
   after two files and started again by the same statement) over the rows of tests/test_streaming.py;
-- a SESSION streaming table (custom path, sessions merging across micro-batches);
+- a SESSION streaming table (custom path, sessions merging across micro-batches) and, on the same stream,
+  cascaded windows (a staged query: every stage and its state on the server);
 - a processing-time trigger on a stream that goes quiet (the wake-up timer runs on the server);
 - replays of both custom queries over the same rows cut into the same micro-batches (``MICRO BATCH BY``);
 - the batch query over the rows each run accepted, on Spark through Connect and on DuckDB, restricted to
@@ -44,6 +45,11 @@ LATENESS = " ALLOWED LATENESS INTERVAL 5 SECONDS LATE ROWS TO {late}"
 SESSION = ("SELECT window_start, window_end, k, SUM(v) AS s, COUNT(*) AS c FROM SESSION(TABLE {src} PARTITION BY k, "
            "DESCRIPTOR(ts), INTERVAL 5 SECONDS) GROUP BY window_start, window_end, k "
            "ALLOWED LATENESS INTERVAL 10 SECONDS LATE ROWS TO {late}")
+CASCADE = ("SELECT window_start, window_end, SUM(s) AS total, COUNT(*) AS n FROM TUMBLE(TABLE(SELECT window_time "
+           "AS rowtime, k, SUM(v) AS s FROM TUMBLE(TABLE {src}, DESCRIPTOR(ts), INTERVAL 5 SECONDS) GROUP BY "
+           "window_start, window_end, window_time, k), DESCRIPTOR(rowtime), INTERVAL 20 SECONDS) "
+           "GROUP BY window_start, window_end")
+CASCADE_COLUMNS = ["window_start", "window_end", "total", "n", "pane_index", "pane_timing", "is_final", "micro_batch"]
 PANES = ["window_start", "window_end", "k", "s", "c", "pane_index", "pane_timing", "is_final", "micro_batch"]
 LATE = ["k", "v", "ts", "window_start", "window_end", "watermark", "reason", "micro_batch"]
 
@@ -166,11 +172,15 @@ def session_table(spark, out: dict, feed: Feeder) -> None:
     sqlwin.sql(spark, f"CREATE STREAM sess_s (k STRING, v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL "
                       f"{DELAY_S} SECONDS) USING json OPTIONS (path '{feed.folder}')")
     sessions = start(spark, "CREATE STREAMING TABLE sess_out AS " + SESSION.format(src="sess_s", late="sess_late"))
-    out["paths"].append([sessions.path, sessions.why])
-    feed.feed(SESSION_BATCHES, sessions)
+    cascade = start(spark, "CREATE STREAMING TABLE casc_out AS " + CASCADE.format(src="sess_s"))
+    out["paths"] += [[sessions.path, sessions.why], [cascade.path, cascade.why]]
+    feed.feed(SESSION_BATCHES, sessions, cascade)
     out["show"]["sess_out"] = show(spark)["sess_out"]
     out["sessions"] = {"panes": rows(spark.table("sess_out"), PANES), "late": rows(spark.table("sess_late"), LATE)}
+    out["cascade"] = {"panes": rows(spark.table("casc_out"), CASCADE_COLUMNS),
+                      "late_rows_dropped": cascade.status().late_rows_dropped}
     sessions.stop()
+    cascade.stop()
 
 
 def main() -> None:
@@ -205,6 +215,7 @@ def main() -> None:
                                            fired)
     out["replay_custom"] = replay(spark, "bids_r", files, TUMBLE + LATENESS, "replay_late")
     out["replay_sessions"] = replay(spark, "sess_r", as_tuples(SESSION_BATCHES), SESSION, "sess_replay_late")
+    out["cascade"]["replay"] = rows(sqlwin.sql(spark, CASCADE.format(src="sess_r")), CASCADE_COLUMNS)
     print("RESULT " + json.dumps(out))
     spark.stop()
 

@@ -227,6 +227,19 @@ def test_connect_streaming_session_windows(streaming: dict[str, Any]) -> None:
     assert streaming["show"]["sess_out"] == ["sess_out", "running", "custom", 7, 7, iso(28), 1, 1, 1, None]
 
 
+def test_connect_streaming_cascaded_windows(streaming: dict[str, Any]) -> None:
+    """Cascaded windows (5 s per key, then 20 s) on the server, over the session rows: the inner windows [0,5) a=3,
+    b=100 and [10,15) a=12 (a at 7 s and at 5 s are late: lateness 0) feed [0,20) once the watermark reaches 28 s;
+    [30,35) a=30 feeds [20,40), which only the replay's end of input fires. The replay (client-driven) agrees."""
+    assert streaming["paths"][3] == ["custom", "cascaded windows"]
+    cascade = streaming["cascade"]
+    assert [p[:-1] for p in cascade["panes"]] == [[iso(0), iso(20), 115, 3, 0, "ON_TIME", True]]
+    assert cascade["late_rows_dropped"] == 2
+    assert _by_text(cascade["replay"]) == _by_text([*cascade["panes"],
+                                                    [iso(20), iso(40), 30, 1, 0, "ON_TIME", True,
+                                                     cascade["replay"][-1][-1]]])
+
+
 def test_connect_replay_equals_the_streaming_run(streaming: dict[str, Any]) -> None:
     """Replay over Connect (batch jobs driven by the client) of the same rows cut into the same micro-batches:
     the streaming run's panes and late rows, plus what the end of the table fires (GRAMMAR 3)."""

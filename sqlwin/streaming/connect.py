@@ -73,6 +73,10 @@ class CommittedState:
         self._latest: tuple[int, dict] = (-1, {})
 
     def refresh(self, operator: Any) -> None:
+        if hasattr(operator, "parts"):  # a staged query: each stage and the join committed on its own
+            for part in operator.parts():
+                CommittedState(self.spark, part.store.root).refresh(part)
+            return
         self._latest = self._read()
         store = operator.store
         operator.store = self

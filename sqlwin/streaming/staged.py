@@ -78,6 +78,15 @@ class StagedOperator(StoppableBatches):
                                   [self.outputs[s.index] for s in sides], [s.lateness for s in sides])
         self.store = self.ops[0].store
 
+    def parts(self) -> list[Any]:
+        """Each part with committed state of its own (every stage, the join): its ``store`` and ``_restore``."""
+        return [*self.ops, *([self.join] if self.join is not None else [])]
+
+    def _restore(self) -> None:
+        """Every part from its last commit (where the operator is unpickled on a Spark Connect server)."""
+        for part in self.parts():
+            part._restore()
+
     def _derived_view(self, stage: Stage) -> None:
         """The view a stage reads its upstream's panes by (for its schema: the rows come each micro-batch)."""
         from pyspark.sql.types import StructType
