@@ -94,8 +94,8 @@ def analyse(query: WindowedQuery, streams: dict[str, CreateStream | CreateReplay
                                         "takes the minimum of their watermarks")
     stream = read[0]
     if len(query.windows) > 1:
-        raise SqlwinError.at(query.windows[1].node, "a streaming query has one window TVF; window joins and "
-                                                    "nested windows run in batch queries only")
+        raise SqlwinError.at(query.windows[1].node, "internal: a query of several windows reached the analysis "
+                                                    "of one window (stages.analyse_query splits it)")
     if query.windows:
         spec = query.windows[0]
         tvf = spec.node
