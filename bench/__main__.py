@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
             measurements += ms
             report.write_csv(measurements, csv_path)  # after every query: a long run interrupted keeps its data
             say("  " + ", ".join(f"{m.engine} {m.median:.2f}s" if m.median is not None else f"{m.engine} {m.status}"
-                                 for m in ms) + f" ({ms[0].rows} rows)")
+                                 for m in ms) + (f" ({ms[0].rows} rows)" if ms else ""))
         duck.close()
     spark.stop()
 

@@ -50,9 +50,15 @@ class Engine:
     mode = "batch"  # or "streaming"
     reference = REFERENCE
     timed = True
+    self_timed = False  # ``run`` returns the seconds to count (an engine timing its own jobs), else the suite times it
+    checked_s: float | None = None  # a self-timed engine's seconds for its checked run
 
-    def run(self, query: Query, ctx: Context) -> None:
+    def run(self, query: Query, ctx: Context) -> Any:
         raise NotImplementedError
+
+    def skip(self, query: Query) -> str | None:
+        """Why this engine cannot run ``query`` (printed, no measurement), else None."""
+        return None
 
     def result(self, query: Query, ctx: Context) -> pd.DataFrame:
         raise NotImplementedError

@@ -112,7 +112,7 @@ def read_csv(path: Path) -> list[Measurement]:
 
 
 TARGETS = {("sqlwin", "native"): 1.1, ("sqlwin-stream", "native-stream"): 2.0}  # issue 9: batch, custom path
-RATIO_COLORS = ("C7", "C8", "C9", "C6")
+RATIO_COLORS = ("C7", "C8", "C9", "C5", "C6")
 
 
 def color(engine: str) -> str:

@@ -1,5 +1,5 @@
-"""The streaming columns of the suite: the same bids as a stream of files, run three ways, checked against one
-independent expectation.
+"""The streaming columns of the suite: the same bids as a stream of files, run three ways (and on Apache Flink:
+``flink_stream``), checked against one independent expectation.
 
 - ``sqlwin-stream``: ``CREATE STREAM`` over a folder of parquet files (``maxFilesPerTrigger 1``) and
   ``CREATE STREAMING TABLE ... AS <the query>``; the files are dropped in one at a time, each processed with
@@ -316,4 +316,3 @@ class Replay(StreamEngine):
 
 
 ENGINES: dict[str, Engine] = {e.name: e for e in (SqlwinStream(), NativeStream(), Replay(), InTime())}
-STREAM_ENGINES = ("sqlwin-stream", "native-stream", "replay")
