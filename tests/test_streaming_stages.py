@@ -233,7 +233,7 @@ def _kept(rows: list[tuple], per_file: int, size: int, delay: int) -> list[tuple
     return kept
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
 @given(rows=ROWS, per_file=st.integers(1, 4))
 def test_generated_replays_equal_the_batch_query_over_kept_rows(spark, duck, rows, per_file):
     data = [(k, v, at(s), side, i // per_file) for i, (k, v, s, side) in enumerate(rows)]
