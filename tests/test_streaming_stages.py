@@ -235,7 +235,8 @@ def _kept(rows: list[tuple], per_file: int, size: int, delay: int) -> list[tuple
 
 @settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
 @given(rows=ROWS, per_file=st.integers(1, 4))
-def test_generated_replays_equal_the_batch_query_over_kept_rows(spark, duck, rows, per_file):
+def test_generated_replays_equal_the_batch_query_over_kept_rows(spark, duck, tmp_path, monkeypatch, rows, per_file):
+    monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(tmp_path / "root"))  # replay's scratch, not ./sqlwin_streaming
     data = [(k, v, at(s), side, i // per_file) for i, (k, v, s, side) in enumerate(rows)]
     spark.createDataFrame(data, "k string, v int, ts timestamp, side string, f int") \
         .createOrReplaceTempView("stages_gen")
