@@ -17,6 +17,11 @@ CREATE STREAM bid_stream FROM TABLE bid ARRIVAL ORDER BY bidtime
 -- [08:10, 08:15) supplier2 3.00, supplier1 1.00; [08:15, 08:20) supplier2 6.00. Outer 10-minute windows:
 -- [08:00, 08:10) = 6 + 5 = 11.00 once W passes 08:10 (after the row at 08:11); [08:10, 08:20) = 3 + 1 + 6 =
 -- 10.00 at the end of the input. The inner aggregation emits only final panes to the outer one.
+-- micro_batch counts the outer stage's micro-batches that did something: its watermark (the inner one's, handed
+-- on a micro-batch later) moved, or panes reached or left it. After 08:05 (the no-data batch that follows it):
+-- 0; after 08:07: 1; after 08:09: 2; 08:11 moves W to 08:10:59: the inner [08:05, 08:10) fires into the outer
+-- window (3), which fires in the next one (4); 08:13: 5; 08:17: the inner [08:10, 08:15) fires (6); the end of
+-- the input fires the inner [08:15, 08:20) (7), then the outer [08:10, 08:20) (8).
 WITH window1 AS (
   SELECT window_start AS window_5mintumble_start, window_end AS window_5mintumble_end,
          window_time AS rowtime, SUM(price) AS partial_price

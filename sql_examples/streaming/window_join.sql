@@ -18,7 +18,9 @@ CREATE STREAM event_stream FROM TABLE events ARRIVAL ORDER BY row_time
 -- One row per micro-batch in row_time order; W = max row_time - 1 min. After the row at 12:06 W is 12:05: the
 -- sides' windows [12:00, 12:05) fire, then the join's (its watermark is the smaller of the sides', handed on
 -- after their panes). [12:05, 12:10) is joined at the end of the input. `micro_batch` counts the join's own
--- micro-batches that did something.
+-- micro-batches that did something (its watermark moved, or side panes came): the rows from 12:02 to 12:06 each
+-- move it (0-4); the sides fire [12:00, 12:05) (5); the join's watermark reaches 12:05 and joins it (6); the end
+-- of the input: the sides fire [12:05, 12:10) (7), then the join (8).
 SELECT L.num AS L_Num, L.id AS L_Id, R.num AS R_Num, R.id AS R_Id,
        COALESCE(L.window_start, R.window_start) AS window_start,
        COALESCE(L.window_end, R.window_end) AS window_end
@@ -68,7 +70,9 @@ CREATE STREAM bid_stream FROM TABLE bids ARRIVAL ORDER BY seq
 
 -- W = max date_time - 3 s. Bid 7 (99 at :02) arrives when W is :12: its window [:00, :10) has fired, so it is
 -- late on both sides and in neither result (the batch query over the bids would pick it). [:00, :10) joins 50
--- (bid 5) once W passes :10, [:10, :20) joins 45 (bid 8) at the end of the input.
+-- (bid 5) once W passes :10, [:10, :20) joins 45 (bid 8) at the end of the input. The join's micro-batches:
+-- its watermark (the sides', a micro-batch behind) moves with bids 2 to 6 (0-4), the sides fire [:00, :10) (5),
+-- the join (6); bids 7 and 8 move nothing the join sees; the end: the sides (7), the join (8).
 SELECT B.auction, B.price, B.bidder, B.date_time, B.window_end
 FROM TUMBLE(TABLE bid_stream, DESCRIPTOR(date_time), INTERVAL '10' SECONDS) B
 JOIN (SELECT MAX(price) AS maxprice, window_start, window_end

@@ -77,6 +77,8 @@ class StagedOperator(StoppableBatches):
             self.join = JoinStage(spark, shape.join, storage.join(location, "join"), sink,
                                   [self.outputs[s.index] for s in sides], [s.lateness for s in sides])
         self.store = self.ops[0].store
+        self.replay_columns = {i: spark.table(s.name).columns for i, s in enumerate(shape.streams)
+                               if isinstance(s, CreateReplayStream) and len(shape.streams) > 1}
 
     def parts(self) -> list[Any]:
         """Each part with committed state of its own (every stage, the join): its ``store`` and ``_restore``."""
@@ -136,9 +138,9 @@ class StagedOperator(StoppableBatches):
         if data is None or len(self.shape.streams) == 1:
             return data
         rows = data.where(F.col(SOURCE_COLUMN) == stage.stream_index)
-        stream = self.shape.streams[stage.stream_index]
-        if isinstance(stream, CreateReplayStream):  # replayed side by side: the other tables' columns are NULL here
-            return rows.select(*[F.col(f"`{c}`") for c in self.spark.table(stream.name).columns])
+        columns = self.replay_columns.get(stage.stream_index)
+        if columns is not None:  # replayed side by side: the other tables' columns are NULL here
+            return rows.select(*[F.col(f"`{c}`") for c in columns])
         return rows.drop(SOURCE_COLUMN)
 
     def _panes_of(self, spark: Any, upstream: Stage, batch: int | None) -> Any:
