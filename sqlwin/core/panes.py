@@ -533,14 +533,14 @@ class QueryWatermark:
         self.current = MIN_TIME
         self.started_at: int | None = None
 
-    def _idle(self, tracker: WatermarkTracker, processing_time: int | None) -> bool:
+    def idle(self, tracker: WatermarkTracker, processing_time: int | None) -> bool:
         if tracker.idle_timeout is None or processing_time is None:
             return False
         since = tracker.last_row_at if tracker.last_row_at is not None else self.started_at
         return since is not None and processing_time - since >= tracker.idle_timeout
 
     def _combine(self, processing_time: int | None) -> int:
-        active = [t.current for t in self.trackers if not self._idle(t, processing_time)]
+        active = [t.current for t in self.trackers if not self.idle(t, processing_time)]
         candidate = min(active) if active else max(t.current for t in self.trackers)
         self.current = max(self.current, candidate)
         return self.current

@@ -273,11 +273,29 @@ class ClauseParserMixin(_Base):
                 break
         self._expect(TokenType.R_PAREN, "')' or ','", "in the columns of CREATE STREAM")
         fmt, options = self._parse_using_format(), self._parse_stream_options()
-        idle = None
-        if self._match_text_seq("WITH", "IDLE", "TIMEOUT"):
-            idle = self._parse_interval_arg("after WITH IDLE TIMEOUT")
+        idle = alignment = None
+        while self._curr and self._curr.text.upper() == "WITH":
+            start = self._curr
+            if idle is None and self._match_text_seq("WITH", "IDLE", "TIMEOUT"):
+                idle = self._parse_interval_arg("after WITH IDLE TIMEOUT")
+            elif alignment is None and self._match_text_seq("WITH", "WATERMARK", "ALIGNMENT"):
+                alignment = self._parse_alignment(start)
+            else:
+                self._fail("expected WITH IDLE TIMEOUT or WITH WATERMARK ALIGNMENT GROUP (each at most once)")
         return n.CreateStream(this=name, expressions=columns, watermark=watermark, format=fmt,
-                              options=options, idle_timeout=idle)
+                              options=options, idle_timeout=idle, alignment=alignment)
+
+    def _parse_alignment(self, start: Token) -> exp.Expr:
+        """After ``WITH WATERMARK ALIGNMENT``: ``GROUP 'name' MAX DRIFT interval``."""
+        if not self._match_text_seq("GROUP"):
+            self._fail("expected GROUP 'name' after WITH WATERMARK ALIGNMENT")
+        if self._curr is None or self._curr.token_type != TokenType.STRING:
+            self._fail("expected the alignment group's name as a string ('name') after GROUP")
+        group = self._parse_primary()
+        if not self._match_text_seq("MAX", "DRIFT"):
+            self._fail("expected MAX DRIFT interval after the alignment group")
+        drift = self._parse_interval_arg("after MAX DRIFT")
+        return self._node(n.WatermarkAlignment(this=group, expression=drift), start)
 
     def _parse_replay_stream(self, name: exp.Table) -> exp.Expr:
         start = self._curr

@@ -194,7 +194,13 @@ class SqlwinGenerator(SparkGenerator):
         sql = f"CREATE STREAM {self.sql(expression, 'this')} ({', '.join(items)}){self._options(expression)}"
         if expression.args.get("idle_timeout"):
             sql += f" WITH IDLE TIMEOUT {self.sql(expression, 'idle_timeout')}"
+        if expression.args.get("alignment"):
+            sql += f" {self.sql(expression, 'alignment')}"
         return sql
+
+    def watermarkalignment_sql(self, expression: n.WatermarkAlignment) -> str:
+        return (f"WITH WATERMARK ALIGNMENT GROUP {self.sql(expression, 'this')} "
+                f"MAX DRIFT {self.sql(expression, 'expression')}")
 
     def createreplaystream_sql(self, expression: n.CreateReplayStream) -> str:
         sql = (

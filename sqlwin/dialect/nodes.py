@@ -183,16 +183,23 @@ class WatermarkDef(exp.Expression):
 
 class CreateStream(exp.Expression):
     """``CREATE STREAM name (col type, ..., pt AS PROCTIME(), WATERMARK FOR ...) USING fmt
-    OPTIONS (...) [WITH IDLE TIMEOUT interval]``.
+    OPTIONS (...) [WITH IDLE TIMEOUT interval] [WITH WATERMARK ALIGNMENT GROUP 'g' MAX DRIFT interval]``.
 
     ``this``: exp.Table; ``expressions``: ``exp.ColumnDef`` for typed columns and
     ``exp.Alias``-like ``ComputedColumn`` for ``name AS expr``; ``watermark``: WatermarkDef;
     ``format``: exp.Var; ``options``: list of ``exp.Property(this=key, value=literal)``;
-    ``idle_timeout``: interval expression.
+    ``idle_timeout``: interval expression; ``alignment``: WatermarkAlignment.
     """
 
     arg_types = {"this": True, "expressions": False, "watermark": False, "format": False,
-                 "options": False, "idle_timeout": False}
+                 "options": False, "idle_timeout": False, "alignment": False}
+
+
+class WatermarkAlignment(exp.Expression):
+    """``WITH WATERMARK ALIGNMENT GROUP 'g' MAX DRIFT interval`` (GRAMMAR 3): ``this`` the group's name (a
+    string literal), ``expression`` the drift (an interval)."""
+
+    arg_types = {"this": True, "expression": True}
 
 
 class ComputedColumn(exp.Expression):
@@ -254,7 +261,7 @@ ALL_NODES: tuple[type[exp.Expr], ...] = (
     EvictKeepLastRows, EvictKeepLastInterval, EvictDelta, Emit, TriggerAfterWatermark,
     TriggerAfterProcessingTime, TriggerAfterCount, TriggerAfterAny, TriggerAfterAll,
     TriggerAfterEach, TriggerRepeatedly, TriggerUntil, TriggerNever, TriggerEveryRows,
-    TriggerEveryInterval, TriggerParen, WatermarkDef, CreateStream, ComputedColumn, Proctime,
+    TriggerEveryInterval, TriggerParen, WatermarkDef, CreateStream, WatermarkAlignment, ComputedColumn, Proctime,
     CreateReplayStream, CreateStreamingTable, ShowStreamingTables, StopStreamingTable,
     DropStreamingTable, ExplainStatement,
 )

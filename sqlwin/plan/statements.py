@@ -66,6 +66,15 @@ class StreamColumn:
 
 
 @dataclass(frozen=True)
+class Alignment:
+    """``WITH WATERMARK ALIGNMENT GROUP 'group' MAX DRIFT interval`` (GRAMMAR 3)."""
+
+    group: str
+    drift: int  # microseconds
+    node: exp.Expr | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
 class CreateStream:
     name: str
     columns: tuple[StreamColumn, ...]
@@ -75,6 +84,7 @@ class CreateStream:
     options: dict[str, str]
     idle_timeout: int | None  # microseconds
     node: exp.Expr | None = field(default=None, compare=False, repr=False)
+    alignment: Alignment | None = None
 
 
 @dataclass(frozen=True)

@@ -109,7 +109,24 @@ def plan_create_stream(node: n.CreateStream) -> st.CreateStream:
     idle_us = _idle_timeout(node.args.get("idle_timeout"))
     return st.CreateStream(name=node.this.sql("spark"), columns=tuple(columns), watermark=watermark,
                            proctime_column=proctime, format=fmt_name, options=_options(node), idle_timeout=idle_us,
-                           node=node)
+                           node=node, alignment=_alignment(node.args.get("alignment"), watermark))
+
+
+def _alignment(node: n.WatermarkAlignment | None, watermark: st.WatermarkSpec | None) -> st.Alignment | None:
+    """GRAMMAR 3: a group's streams are held within MAX DRIFT of the group's lowest watermark, so each needs one."""
+    if node is None:
+        return None
+    if watermark is None:
+        raise SqlwinError.at(node, "WITH WATERMARK ALIGNMENT holds a stream within MAX DRIFT of its group's lowest "
+                                   "watermark: the stream needs a WATERMARK FOR column AS ... among its columns")
+    drift = node.expression
+    drift_us = interval_micros(drift, "MAX DRIFT")
+    if drift_us <= 0:
+        raise SqlwinError.at(drift, "MAX DRIFT must be a positive interval")
+    group = node.this.name
+    if not group.strip():
+        raise SqlwinError.at(node.this, "the alignment GROUP needs a name")
+    return st.Alignment(group=group, drift=drift_us, node=node)
 
 
 def _idle_timeout(idle: exp.Expr | None) -> int | None:

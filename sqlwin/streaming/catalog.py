@@ -72,6 +72,13 @@ def find_stream(spark: Any, name: str) -> StreamDef | None:
         return _streams.get((session_key(spark), name.lower()))
 
 
+def session_streams(spark: Any) -> list[StreamDef]:
+    """Every stream of this session."""
+    key = session_key(spark)
+    with _lock:
+        return [s for (k, _), s in _streams.items() if k == key]
+
+
 def streams_in(spark: Any, names: list[str]) -> list[StreamDef]:
     return [s for s in (find_stream(spark, n) for n in names) if s is not None]
 

@@ -31,7 +31,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sqlwin.core.panes import PaneDriver, QueryWatermark, WatermarkTracker, WindowKey, WindowState
+from sqlwin.core.alignment import StreamMark
+from sqlwin.core.panes import MIN_TIME, PaneDriver, QueryWatermark, WatermarkTracker, WindowKey, WindowState
 from sqlwin.plan.windows import WindowKind
 from sqlwin.streaming import trace
 from sqlwin.streaming.assigner import Scanner, WindowAssigner
@@ -215,6 +216,11 @@ class MicroBatchOperator(StoppableBatches):
             self.step(batch_df.sparkSession, data, processing_time, source_batch=source_batch)
         finally:
             data.unpersist()
+
+    def stream_marks(self) -> dict[str, StreamMark]:
+        return {s.name: StreamMark(None if t.max_ts is None and t.current == MIN_TIME else t.current,
+                                   self.tracker.idle(t, self.current_processing_time))
+                for s, t in zip(self.streams, self.tracker.trackers, strict=True)}
 
     def step(self, spark: Any, data: Any, processing_time: int, end_of_input: bool = False,
              source_batch: int | None = None) -> Fired:

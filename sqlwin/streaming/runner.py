@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlwin.errors import SqlwinError
 from sqlwin.streaming import connect, storage
+from sqlwin.streaming.alignment import StreamAdmission, aligned_streams
 from sqlwin.streaming.operator import MicroBatchOperator
 from sqlwin.streaming.sources import SOURCE_COLUMN, TickFile, stream_dataframe, tick_dataframe
 from sqlwin.streaming.staged import StagedOperator
@@ -37,6 +38,23 @@ class CatchUpTicks(TickFile):
         super().request(tick)
 
 
+def _admission(table: Any, streams: list[Any], remote: bool) -> StreamAdmission | None:
+    """The admission of the query's aligned streams (None: none is)."""
+    aligned = aligned_streams(streams)
+    if not aligned:
+        return None
+    if remote:
+        raise SqlwinError(f"streaming table {table.name}: watermark alignment (WITH WATERMARK ALIGNMENT GROUP) runs on "
+                          "a classic Spark session, not over Spark Connect yet")
+    location = storage.join(table.location, "alignment")
+    if not storage.reachable_without_jvm(location):
+        raise SqlwinError(f"streaming table {table.name}: watermark alignment keeps its admitted files' log in the "
+                          f"table's folder, read by a Python process without Spark's JVM through pyarrow, which does "
+                          f"not reach {table.location}; give the table a local, s3://, gs://, hdfs:// or abfs:// "
+                          "checkpoint")
+    return StreamAdmission(table.spark, streams, aligned, table.location)
+
+
 def start_custom(table: Any, clock: Callable[[], int] | None = None) -> Any:
     """``clock``: the processing-time clock (epoch microseconds) for tests; default the wall clock."""
     from pyspark.sql import functions as F
@@ -52,15 +70,22 @@ def start_custom(table: Any, clock: Callable[[], int] | None = None) -> Any:
                     **extra)
     table.operator = operator
     streams = shape.streams or [shape.stream]
-    source = stream_dataframe(spark, streams[0], with_proctime=False)
+    remote = connect.is_connect(spark)  # the operator runs on the server, pickled (sqlwin.streaming.connect)
+    admission = _admission(table, streams, remote)
+    operator.admission = admission
+
+    def read(i: int) -> Any:
+        if admission is not None and i in admission.aligned:  # its admitted files' names (GRAMMAR 3 alignment)
+            return admission.source(streams[i])
+        return stream_dataframe(spark, streams[i], with_proctime=False)
+
+    source = read(0)
     if len(streams) > 1:  # one source of micro-batches; each row says which stream it came from
         source = source.withColumn(SOURCE_COLUMN, F.lit(0))
-        for i, stream in enumerate(streams[1:], start=1):
-            other = stream_dataframe(spark, stream, with_proctime=False).withColumn(SOURCE_COLUMN, F.lit(i))
-            source = source.unionByName(other, allowMissingColumns=True)
+        for i in range(1, len(streams)):
+            source = source.unionByName(read(i).withColumn(SOURCE_COLUMN, F.lit(i)), allowMissingColumns=True)
     tick_rows = tick_dataframe(spark, ticks.path)
     data = source.unionByName(tick_rows, allowMissingColumns=True)
-    remote = connect.is_connect(spark)  # the operator runs on the server, pickled (sqlwin.streaming.connect)
     function = connect.ServerBatchFunction(operator.run_batch, operator) if remote else operator.run_batch
     writer = data.writeStream.foreachBatch(function) \
         .option("checkpointLocation", storage.join(table.location, "checkpoint")) \

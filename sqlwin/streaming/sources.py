@@ -159,6 +159,17 @@ def source_dataframe(spark: Any, stream: CreateStream) -> Any:
     return spark.readStream.format(stream.format).schema(schema_ddl(stream)).options(**options).load(path)
 
 
+def read_files(spark: Any, stream: CreateStream, files: list[str]) -> Any:
+    """Some of a file stream's files, read as its file source reads them (declared schema, format, options), with
+    its computed columns but PROCTIME (the operator sets that): an aligned stream's admitted files."""
+    given = expand_conf(spark, stream.options)
+    options = {k: v for k, v in given.items() if k.lower() not in ("path", "maxfilespertrigger")}
+    if stream.format == "csv":
+        options.setdefault("header", "true")
+    df = spark.read.format(stream.format).schema(schema_ddl(stream)).options(**options).load(files)
+    return with_computed(df, stream, with_proctime=False)
+
+
 def any_source(spark: Any, stream: CreateStream, options: dict[str, str], path: str | None) -> Any:
     """Any other Spark streaming source (kafka, socket, delta, rate-micro-batch, a Python data source registered
     with ``spark.dataSource.register``), its options passed through. The declared columns are the source's
@@ -216,7 +227,11 @@ def _first_line(err: BaseException) -> str:
 def stream_dataframe(spark: Any, stream: CreateStream, with_proctime: bool = True) -> Any:
     """The stream as queries see it: declared columns, then computed ones. PROCTIME() is Spark's batch
     time here (for the view and the native path); sqlwin's operator sets it to its own micro-batch clock."""
-    df = source_dataframe(spark, stream)
+    return with_computed(source_dataframe(spark, stream), stream, with_proctime)
+
+
+def with_computed(df: Any, stream: CreateStream, with_proctime: bool) -> Any:
+    """The stream's computed columns added to its declared ones."""
     for column in stream.columns:
         if column.expr is None:
             continue

@@ -22,6 +22,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from sqlwin.core.alignment import StreamMark
 from sqlwin.core.panes import MAX_TIME, ForwardedWatermark
 from sqlwin.plan.statements import CreateReplayStream, StreamColumn
 from sqlwin.streaming import storage
@@ -106,6 +107,14 @@ class StagedOperator(StoppableBatches):
     def _run_batch(self, batch_df: Any, source_batch: int) -> None:
         processing_time = self.store.begin(source_batch, self.clock())
         self.step(batch_df.sparkSession, without_ticks(batch_df), processing_time, source_batch=source_batch)
+
+    def stream_marks(self) -> dict[str, StreamMark]:
+        """Each stream's marks, from the stage that reads it."""
+        marks: dict[str, StreamMark] = {}
+        for stage, op in zip(self.shape.stages, self.ops, strict=True):
+            if stage.upstream is None:
+                marks.update(op.stream_marks())
+        return marks
 
     def step(self, spark: Any, data: Any, processing_time: int, end_of_input: bool = False,
              source_batch: int | None = None) -> None:
@@ -220,7 +229,7 @@ class StagedOperator(StoppableBatches):
 
     @property
     def state_rows(self) -> int:
-        return sum(op.state_rows for op in self.ops)
+        return sum(op.state_rows for op in self.ops) + (self.join.state_rows if self.join is not None else 0)
 
     @property
     def open_windows(self) -> int:

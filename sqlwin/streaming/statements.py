@@ -13,7 +13,7 @@ from sqlwin.diagnostics import read_failure
 from sqlwin.errors import SqlwinError
 from sqlwin.plan import statements as st
 from sqlwin.results import StatementResult
-from sqlwin.streaming import catalog, registry, storage, tableviews, trace
+from sqlwin.streaming import alignment, catalog, registry, storage, tableviews, trace
 from sqlwin.streaming.analysis import check_as_batch, in_user_terms, start_cleanly
 from sqlwin.streaming.compaction import CompactionPolicy
 from sqlwin.streaming.names import check_outputs, check_replay_outputs, check_stream_name
@@ -140,6 +140,7 @@ def prepare_table(spark: Any, name: str, query: st.WindowedQuery, fmt: str | Non
         sink_format(spark, fmt, name)  # a format Spark has no file source for
     CompactionPolicy.from_options({k.lower(): v for k, v in options.items()}, name)  # its options' errors
     streams = streams_read(spark, query.node)
+    alignment.aligned_streams(list(streams.values()))  # a group's streams agree on their drift
     check_as_batch(spark, text, query, streams)
     shape = analyse_query(query, streams, text)
     latest = {k.lower(): v for k, v in options.items()}.get("latest")
@@ -150,6 +151,8 @@ def prepare_table(spark: Any, name: str, query: st.WindowedQuery, fmt: str | Non
 
 def _create_stream(spark: Any, text: str, plan: st.CreateStream) -> StatementResult:
     check_stream_name(spark, plan.name, plan.node)
+    path = next((v for k, v in expand_conf(spark, plan.options).items() if k.lower() == "path"), None)
+    alignment.check_stream(plan, catalog.session_streams(spark), path)
     df = stream_dataframe(spark, plan)
     check_punctuation(df, plan.watermark)
     df.createOrReplaceTempView(plan.name)

@@ -21,6 +21,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from sqlwin.core.alignment import StreamMark
+
 STOP_MARK = "sqlwin_stopped_mid_batch"
 PY4J_LOGGERS = ("py4j.clientserver", "py4j.java_gateway")  # where py4j logs a callback's error, with traceback
 QUERY_ID = "sql.streaming.queryId"  # the stream thread's local property (StreamExecution.QUERY_ID_KEY)
@@ -69,18 +71,27 @@ class StoppableBatches:
     spark: Any
     sink: Any
     query_stop: QueryStop
+    admission: Any = None  # aligned streams (``sqlwin.streaming.alignment.StreamAdmission``), else None
 
     def run_batch(self, batch_df: Any, batch_id: int) -> None:
         if not self.query_stop.bound:
             self.query_stop = QueryStop.of_stream_thread(self.spark)
         try:
+            if self.admission is not None:  # the admitted files' rows in place of their names
+                batch_df = self.admission.expand(batch_df)
             self._run_batch(batch_df, int(batch_id))
+            if self.admission is not None:  # which streams read on, from the watermarks just committed
+                self.admission.publish(self.stream_marks())
         except Exception:
             if not self.query_stop.requested():
                 raise
             raise stopped_mid_batch(self.spark, self.sink.name, int(batch_id)) from None
 
     def _run_batch(self, batch_df: Any, source_batch: int) -> None:
+        raise NotImplementedError
+
+    def stream_marks(self) -> dict[str, StreamMark]:
+        """Each stream's watermark (None before its first row) and idleness after the last micro-batch."""
         raise NotImplementedError
 
 

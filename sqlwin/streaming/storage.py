@@ -118,6 +118,25 @@ def listdir(uri: str) -> list[str]:
     return _files(uri).listdir(uri)
 
 
+def list_files(uri: str) -> list[tuple[str, int]]:
+    """The files (not folders) in folder ``uri`` with their modification times in milliseconds."""
+    return _files(uri).list_files(uri)
+
+
+def reachable_without_jvm(uri: str) -> bool:
+    """Whether a process without Spark's JVM (a Python worker) reaches ``uri``: local, or a file system pyarrow
+    knows by its scheme (s3, gs, hdfs through libhdfs, abfs)."""
+    if is_local(uri):
+        return True
+    from pyarrow import fs as pafs
+
+    try:
+        pafs.FileSystem.from_uri(uri)
+    except Exception:
+        return False
+    return True
+
+
 def delete(uri: str) -> None:
     """Remove a file or a folder with everything in it; nothing to do when it does not exist."""
     _files(uri).delete(uri)
@@ -220,6 +239,14 @@ class ArrowFiles:
             return []
         return [info.base_name for info in self.fs.get_file_info(pafs.FileSelector(self.path(uri)))]
 
+    def list_files(self, uri: str) -> list[tuple[str, int]]:
+        from pyarrow import fs as pafs
+
+        if not self.isdir(uri):
+            return []
+        return [(info.base_name, int(info.mtime_ns // 1_000_000))
+                for info in self.fs.get_file_info(pafs.FileSelector(self.path(uri))) if info.type == pafs.FileType.File]
+
     def delete(self, uri: str) -> None:
         from pyarrow import fs as pafs
 
@@ -296,6 +323,12 @@ class HadoopFiles:
         if not fs.exists(path):
             return []
         return [str(status.getPath().getName()) for status in fs.listStatus(path)]
+
+    def list_files(self, uri: str) -> list[tuple[str, int]]:
+        fs, path = self._fs(uri)
+        if not fs.exists(path):
+            return []
+        return [(str(s.getPath().getName()), int(s.getModificationTime())) for s in fs.listStatus(path) if s.isFile()]
 
     def delete(self, uri: str) -> None:
         fs, path = self._fs(uri)

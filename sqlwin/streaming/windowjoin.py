@@ -46,6 +46,7 @@ class JoinStage:
         self.next_batch = 0
         self.last_source_batch = -1
         self.retained: list[dict[int, int]] = [{} for _ in join.sides]  # side folder -> its largest window end
+        self.retained_rows: list[dict[int, int]] = [{} for _ in join.sides]  # side folder -> its pane rows
         self.released: dict[str, int] = {}  # "start,end" -> panes the join emitted, while LATE panes may come
         self.counters = {"panes": 0, "micro_batches": 0}
         self._restore()
@@ -63,6 +64,8 @@ class JoinStage:
         self.last_source_batch = data["source_batch"]
         self.current, self.pending, self.in_force = data["current"], data["pending"], data["in_force"]
         self.retained = [{int(k): v for k, v in side.items()} for side in data["retained"]]
+        rows = data.get("retained_rows") or [{} for _ in self.retained]  # not kept before alignment's measurements
+        self.retained_rows = [{int(k): v for k, v in side.items()} for side in rows]
         self.released = dict(data["released"])
         self.counters.update(data["counters"])
 
@@ -72,6 +75,8 @@ class JoinStage:
         self.store.commit(batch, {"source_batch": self.last_source_batch, "current": self.current,
                                   "pending": self.pending, "in_force": self.in_force,
                                   "retained": [{str(k): v for k, v in side.items()} for side in self.retained],
+                                  "retained_rows": [{str(k): v for k, v in side.items()}
+                                                    for side in self.retained_rows],
                                   "released": self.released, "counters": self.counters})
         self.next_batch = batch + 1
 
@@ -89,6 +94,11 @@ class JoinStage:
     def open_windows(self) -> int:
         return len(self.released)
 
+    @property
+    def state_rows(self) -> int:
+        """The sides' pane rows the join keeps: windows waiting for the other side's watermark, or for LATE panes."""
+        return sum(sum(side.values()) for side in self.retained_rows)
+
     # -- one micro-batch ------------------------------------------------------------------------------
     def step(self, spark: Any, side_batches: list[int | None], source_batch: int | None = None) -> int:
         """Micro-batch ``source_batch``: the sides' new panes (their output micro-batch numbers), the windows
@@ -104,8 +114,9 @@ class JoinStage:
         for i, n in enumerate(side_batches):
             path = self.side_outputs[i].batch_path(n) if n is not None else None
             if path is not None and storage.exists(path):
-                row = spark.read.parquet(path).agg(F.max(F.unix_micros(HIDDEN_BOUNDS[1]))).first()
+                row = spark.read.parquet(path).agg(F.max(F.unix_micros(HIDDEN_BOUNDS[1])), F.count(F.lit(1))).first()
                 self.retained[i][n] = int(row[0]) if row[0] is not None else MIN_TIME
+                self.retained_rows[i][n] = int(row[1])
                 new[i] = n
         windows = self._windows(spark, previous, watermark, new)
         if windows:
@@ -166,6 +177,7 @@ class JoinStage:
                 if end <= watermark - self.lateness or watermark >= MAX_TIME:
                     gone.append((i, n))
                     del kept[n]
+                    self.retained_rows[i].pop(n, None)
         for key in list(self.released):
             if int(key.split(",")[1]) <= watermark - self.lateness:
                 del self.released[key]
