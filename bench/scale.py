@@ -12,7 +12,7 @@ dropped in. Engines:
 - ``spark``: ``withWatermark`` + ``groupBy(window(ts, '1 hour'), k)``, append mode, parquet file sink, the
   baseline of every ratio;
 - ``custom``: a sqlwin streaming table on the custom path (``ALLOWED LATENESS`` 5 minutes, ``LATE ROWS TO``),
-  its windows' state where ``--state`` puts it (``auto``: in the driver up to 100,000 open windows, in Spark
+  its windows' state where ``--state`` puts it (``auto``: in the driver up to 250,000 open windows, in Spark
   beyond, ``sqlwin.streaming.keyedstate``);
 - ``driver`` (``--engines spark,custom,driver``): the same with ``sqlwin.streaming.state=driver``, the
   windows' state in the driver's Python as before.

@@ -318,13 +318,14 @@ class Placement:
     """Where the columnar engine's windows live (session conf ``sqlwin.streaming.state``): ``executors`` (in
     Spark, ``KeyedPanes``), ``driver`` (``ColumnarEngine``, the table saved with each commit), or ``auto`` (the
     default): in the driver while there are at most ``limit`` open windows (``sqlwin.streaming.state.
-    driverWindows``, default 100,000: a few tens of MB, and a micro-batch costs one Spark job fewer), in Spark
+    driverWindows``, default 250,000: a micro-batch costs one Spark job fewer, and the driver's step over a table of
+    that size takes a fraction of a second where Spark's read-join-write of it takes seconds), in Spark
     beyond that, and back at half of it. Both hold the same columns, so a move is a copy, made after a
     micro-batch's step and committed with it."""
 
     MODES = ("auto", "executors", "driver")
 
-    def __init__(self, spark: Any, root: str, mode: str = "auto", limit: int = 100_000):
+    def __init__(self, spark: Any, root: str, mode: str = "auto", limit: int = 250_000):
         self.spark = spark
         self.root = root
         self.mode = mode if mode in self.MODES else "auto"
@@ -333,7 +334,7 @@ class Placement:
     @classmethod
     def of(cls, spark: Any, root: str) -> Placement:
         mode = str(spark.conf.get("sqlwin.streaming.state", "auto")).lower()
-        return cls(spark, root, mode, int(spark.conf.get("sqlwin.streaming.state.driverWindows", "100000")))
+        return cls(spark, root, mode, int(spark.conf.get("sqlwin.streaming.state.driverWindows", "250000")))
 
     def initial(self, engine: Any, committed: dict | None) -> Any:
         """The engine to start or resume with: ``engine`` (the driver's columnar one) or ``KeyedPanes``. A
