@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,8 +25,10 @@ DBT_BUILD_SUMMARY = ("21", "0", "0", "0")
 def shared_server(config: pytest.Config) -> ServerProcess:
     """The server of this pytest run, started by whichever module asks first (kept on the pytest config)."""
     server = getattr(config, "_sqlwin_server", None)
-    if server is None:
-        server = ServerProcess().start()
+    if server is None:  # its streaming tables and registry in a folder of the run, not the working folder
+        root = tempfile.mkdtemp(prefix="sqlwin-shared-server-")
+        config.add_cleanup(lambda: shutil.rmtree(root, ignore_errors=True))
+        server = ServerProcess(env={"SQLWIN_STREAMING_DIR": root}).start()
         config.add_cleanup(server.stop)
         config._sqlwin_server = server
     return server

@@ -42,6 +42,7 @@ def test_file_log_keeps_positions_and_skips_torn_parts(tmp_path) -> None:
     assert log.extend([("b.json", 20), ("a.json", 20), ("_x", 1), (".c.tmp", 1)]) == ["a.json", "b.json"]
     assert log.extend([("a.json", 20), ("b.json", 20), ("z.json", 10)]) == ["a.json", "b.json", "z.json"]
     storage.write_once(str(tmp_path / "log" / "files-2.json"), b'{"names": ["z.js')  # a crash while logging
+    log = alignment.FileLog(str(tmp_path / "log"))  # the restarted source's
     assert log.known() == ["a.json", "b.json"]
     assert log.extend([("z.json", 10), ("y.json", 30)]) == ["a.json", "b.json", "z.json", "y.json"]
 

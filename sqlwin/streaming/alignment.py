@@ -88,6 +88,7 @@ class FileLog:
 
     def __init__(self, folder: str):
         self.folder = folder
+        self.names: list[str] = []  # the parts read so far (a source polls often: each part is read once)
 
     def known(self) -> list[str]:
         parts = {}
@@ -95,13 +96,12 @@ class FileLog:
             digits = name[len("files-"):-len(".json")] if name.startswith("files-") and name.endswith(".json") else ""
             if digits.isdigit():
                 parts[int(digits)] = name
-        names: list[str] = []
-        while len(names) in parts:  # a torn part (a crash while logging) ends the log: it is logged again
-            data = storage.read_json(storage.join(self.folder, parts[len(names)]))
+        while len(self.names) in parts:  # a torn part (a crash while logging) ends the log: it is logged again
+            data = storage.read_json(storage.join(self.folder, parts[len(self.names)]))
             if data is None:
                 break
-            names.extend(data["names"])
-        return names
+            self.names.extend(data["names"])
+        return list(self.names)
 
     def extend(self, listed: list[tuple[str, int]]) -> list[str]:
         """The log with the listed files it did not have appended (oldest first, then by name)."""
@@ -111,6 +111,7 @@ class FileLog:
                                           if name not in seen and not name.startswith(("_", ".")))]
         if new:
             storage.write_json(storage.join(self.folder, f"files-{len(names)}.json"), {"names": new})
+            self.names.extend(new)
         return names + new
 
 
