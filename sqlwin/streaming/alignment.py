@@ -183,17 +183,24 @@ class AlignedFiles(DataSource):
 
 class AdmittingReader(DataSourceStreamReader):
     def __init__(self, options: dict[str, str]):
+        options = {k.lower(): v for k, v in options.items()}  # Spark hands them case-insensitive
         self.path = options["path"]
         self.stream = options["stream"]
         self.log = FileLog(storage.join(options["state"], "files", self.stream.lower()))
         self.admission = Admission(options["state"])
-        self.max_files = int(options.get("maxFilesPerTrigger", DEFAULT_MAX_FILES))
+        self.max_files = int(options.get("maxfilespertrigger", DEFAULT_MAX_FILES))
 
     def initialOffset(self) -> dict:
         return {"files": 0}
 
     def latestOffset(self, start: dict, limit: Any = None) -> dict:
-        files = self.log.extend(storage.list_files(self.path))
+        listed = storage.list_files(self.path)
+        folders = set(storage.listdir(self.path)) - {name for name, _ in listed}
+        visible = sorted(f for f in folders if not f.startswith(("_", ".")))
+        if visible:  # Spark's file source would read partition folders (k=v/); missing them would lose rows
+            raise ValueError(f"stream {self.stream} is aligned (WITH WATERMARK ALIGNMENT), and sqlwin admits the "
+                             f"files directly in {self.path}, not in folders below it: {', '.join(visible[:3])}")
+        files = self.log.extend(listed)
         if self.stream in self.admission.paused():
             return start
         most = getattr(limit, "max_files", None) or self.max_files
