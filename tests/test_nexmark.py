@@ -60,11 +60,14 @@ def test_engines_agree(ctx, query: suite.Query) -> None:
 
 
 def test_streaming_capable_queries() -> None:
-    """The queries sqlwin streaming runs (README: q7 reads the stream twice, q8 joins two windows, count
-    windows are batch only)."""
-    assert [q.name for q in STREAMING] == ["q5_hot_items", "q11_user_sessions", "cumulate_channel",
-                                           "topn_auctions", "trigger_early_late"]
+    """Every query runs in the streaming columns; q7 as a window join (its batch form, an interval join, is batch
+    only in sqlwin: README), the others as written; q8 reads two streams, persons and auctions."""
+    assert [q.name for q in STREAMING] == [q.name for q in suite.QUERIES]
     assert all(suite.ENGINES[n].reference == streams.EXPECTED for n in suite.STREAM_ENGINES)
+    by_name = {q.name: q for q in suite.QUERIES}
+    assert [n for n, q in by_name.items() if q.stream_sql != q.sql] == ["q7_highest_bid"]
+    assert "BETWEEN" in by_name["q7_highest_bid"].sql and "BETWEEN" not in by_name["q7_highest_bid"].stream_sql
+    assert streams.tables_of(by_name["q8_new_users"].stream_sql) == ["persons", "auctions"]
 
 
 def test_expected_keeps_exactly_the_bids_in_time(ctx) -> None:
@@ -89,9 +92,16 @@ def test_expected_keeps_exactly_the_bids_in_time(ctx) -> None:
 
 # every streaming query on every streaming engine, except q5 on a live sqlwin stream (the slowest case, 80 s
 # under load): replay runs q5 on the same operator, and the live stream runs the other four queries; and
-# except Flink (its own venv and JVM: ``python -m bench``), whose SQL translation is tested below
+# except Flink (its own venv and JVM: ``python -m bench``), whose SQL translation is tested below. Of the queries
+# added later, CI time (these two cases: 42-55 s at load 6-7 on 2 cores) keeps q8's join of two streams live (two
+# streams fed side by side, each side with its own watermark in the expectation) and the count window replayed;
+# ``python -m bench`` runs all three on every streaming engine. Replays of q8 (two replay streams side by side: 17-25 s
+# under load) and of q7's window join (one stream read twice: 27-45 s) are left to the bench; their operator
+# paths are tested in tests/test_streaming_stages.py and sql_examples/streaming/window_join.sql
+LATER = {"q7_highest_bid": (), "q8_new_users": ("sqlwin-stream",), "count_window": ("replay",)}
 STREAM_CASES = [(q, e) for q in STREAMING for e in suite.STREAM_ENGINES
-                if (q.name, e) != ("q5_hot_items", "sqlwin-stream") and e != "flink-stream"]
+                if (q.name, e) != ("q5_hot_items", "sqlwin-stream") and e != "flink-stream"
+                and (q.name not in LATER or e in LATER[q.name])]
 
 
 @pytest.mark.parametrize(("query", "engine"), STREAM_CASES, ids=[f"{q.name}-{e}" for q, e in STREAM_CASES])
@@ -135,9 +145,19 @@ def test_flink_sql_translation() -> None:
     topn = to_flink_sql(by_name["topn_auctions"].sql)
     assert "FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(date_time), INTERVAL '10' SECOND))" in topn
     assert to_flink_sql(topn) == topn  # already Flink's form: unchanged
+    # q8: a window join of two window aggregations, as written; q7: its streaming text, a window join of the bids'
+    # TUMBLE (projected in a subquery, Flink's own window join example) with the window MAX
+    q8 = to_flink_sql(by_name["q8_new_users"].stream_sql)
+    assert "FROM TABLE(TUMBLE(TABLE persons, DESCRIPTOR(date_time), INTERVAL '10' SECOND))" in q8
+    assert "FROM TABLE(TUMBLE(TABLE auctions, DESCRIPTOR(date_time), INTERVAL '10' SECOND))" in q8
+    assert "ON p.id = a.seller AND p.starttime = a.starttime AND p.endtime = a.endtime" in q8
+    q7 = to_flink_sql(by_name["q7_highest_bid"].stream_sql)
+    assert "FROM (SELECT * FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(date_time), INTERVAL '10' SECOND))) B" in q7
+    assert "ON B.window_start = B1.window_start AND B.window_end = B1.window_end AND B.price = B1.maxprice" in q7
+    assert "BETWEEN" not in q7 and "--" not in q7
     assert engine.skip(by_name["trigger_early_late"]) == "Flink SQL has no EMIT clause (early/late firings)"
-    assert engine.skip(by_name["count_window"]) is not None
-    assert all(engine.skip(by_name[n]) is None
-               for n in ("q5_hot_items", "q11_user_sessions", "cumulate_channel", "topn_auctions"))
+    assert engine.skip(by_name["count_window"]) == "Flink SQL has no count windows"
+    assert all(engine.skip(by_name[n]) is None for n in ("q5_hot_items", "q7_highest_bid", "q8_new_users",
+                                                         "q11_user_sessions", "cumulate_channel", "topn_auctions"))
     with pytest.raises(Unsupported):
         to_flink_sql("SELECT * FROM TUMBLE(TABLE bids, DESCRIPTOR(date_time), INTERVAL '1' SECOND")

@@ -7,24 +7,27 @@ the query once (the warm-up, whose rows are the checked result), then times each
 submission to its last result row (the mini-cluster's start is not counted, as Spark's session start is not).
 ``run`` returns those seconds (``self_timed``) instead of the suite timing the Python process around it.
 
-The input: the stream's files of 250k events (``streams.Feed``), written once beside them as CSV files
-(``flink_csv/``; PyFlink's filesystem connector reads parquet only with the flink-parquet jars, which the pip
-package does not ship, while its csv format is built in), with the columns the queries read (``url`` and
-``seq`` left out) and ``date_time`` to the millisecond (a Flink rowtime is ``TIMESTAMP(3)``; the bids'
-timestamps have microseconds, which moves no row to another window of these queries; a session's bounds are
-compared to the microsecond-precise expectation within the suite's tolerance).
+The input: the streams' files of 250k events (``streams.Feed``: bids, persons, auctions), written once beside
+them as CSV files (``flink_csv/<table>/``; PyFlink's filesystem connector reads parquet only with the
+flink-parquet jars, which the pip package does not ship, while its csv format is built in), with the columns the
+queries read (``COLUMNS``: the bids' ``url`` and ``seq`` left out, for instance) and ``date_time`` to the
+millisecond (a Flink rowtime is ``TIMESTAMP(3)``; the timestamps have microseconds, which moves no row to another
+window of these queries; a session's bounds and q7's ``date_time`` are compared to the microsecond-precise
+expectation within the suite's tolerance).
 
 Which rows: the answer compared is the one over the rows that are not late, for Flink as for the other
 streams. Flink's file source reads the files in parallel and in no set order (``bench.flink`` explains it), so
 its own watermark would not drop the rows the micro-batch streams drop; instead the CSV files hold only the
-rows the streams keep (``date_time`` at or after the watermark in force for its file: ``streams.InTime``'s
-``__wm``) and Flink's watermark delay covers the whole input (nothing is late for Flink; every window closes
-when the bounded input ends). That is the expectation's answer exactly when no row is late for some of its
-windows and not for others: no row is within ``MARGIN_S`` (the widest window of the streamed queries,
-CUMULATE's minute) before its watermark; the files are written only when that holds (Nexmark's late bids are
-minutes late, its out-of-order ones 4 s, under the 5 s delay). Flink does no late-row dropping then (0.1 % of
-the bids) and keeps every window open until the end: its state is the whole input's windows.
+rows the streams keep (``date_time`` at or after the watermark in force for its file, each table's own:
+``streams.InTime``'s ``__wm``) and Flink's watermark delay covers the whole input (nothing is late for Flink;
+every window closes when the bounded input ends). That is the expectation's answer exactly when no row is late
+for some of its windows and not for others: no row is within ``MARGIN_S`` (the widest window of the streamed
+queries, CUMULATE's minute) before its watermark; the files are written only when that holds (Nexmark's late
+bids are minutes late, its out-of-order ones 4 s, under the 5 s delay; persons and auctions are in order). Flink
+does no late-row dropping then (0.1 % of the bids) and keeps every window open until the end: its state is the
+whole input's windows.
 
+Flink runs each query's streaming text (``Query.stream_sql``: q7 as a window join, like the other streams).
 Flink SQL has no ``EMIT WITH TRIGGER`` (early/late firings), ``ALLOWED LATENESS`` or count windows: those
 queries are skipped (``skip`` says why).
 """
@@ -41,13 +44,17 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from bench.nexmark.engines import Context, Engine
-from bench.nexmark.streams import DELAY_S, EXPECTED, feed_of
+from bench.nexmark.streams import DELAY_S, EXPECTED, feed_of, tables_of
 
 if TYPE_CHECKING:
     from bench.nexmark.suite import Query
 
 MARGIN_S = 60  # the widest window of the streamed queries (CUMULATE's minute): see the docstring
-COLUMNS = ("auction BIGINT, bidder BIGINT, price BIGINT, channel STRING, date_time TIMESTAMP(3)")
+COLUMNS = {  # the columns the queries read, per table
+    "bids": "auction BIGINT, bidder BIGINT, price BIGINT, channel STRING, date_time TIMESTAMP(3)",
+    "persons": "id BIGINT, name STRING, date_time TIMESTAMP(3)",
+    "auctions": "id BIGINT, seller BIGINT, date_time TIMESTAMP(3)",
+}
 WINDOW_TVFS = ("TUMBLE", "HOP", "CUMULATE", "SESSION")
 UNSUPPORTED = {  # sqlwin clauses Flink SQL has no counterpart for
     r"\bEMIT\b": "Flink SQL has no EMIT clause (early/late firings)",
@@ -99,10 +106,11 @@ spec = json.loads(sys.argv[1])
 env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
 env.get_config().set("parallelism.default", "2")
 delay = datetime.timedelta(seconds=spec["delay_s"])  # as DAY TO SECOND: a SECOND interval has 2 digits
-env.execute_sql(f"CREATE TEMPORARY TABLE bids ({spec['columns']}, WATERMARK FOR date_time AS date_time - "
-                f"INTERVAL '{delay.days} {delay.seconds // 3600}:{delay.seconds // 60 % 60}:{delay.seconds % 60}' "
-                "DAY TO SECOND) WITH ('connector' = 'filesystem', 'path' = "
-                f"'{spec['path']}', 'format' = 'csv')")
+for name, table in spec["tables"].items():
+    env.execute_sql(f"CREATE TEMPORARY TABLE {name} ({table['columns']}, WATERMARK FOR date_time AS date_time - "
+                    f"INTERVAL '{delay.days} {delay.seconds // 3600}:{delay.seconds // 60 % 60}:{delay.seconds % 60}' "
+                    "DAY TO SECOND) WITH ('connector' = 'filesystem', 'path' = "
+                    f"'{table['path']}', 'format' = 'csv')")
 
 
 def value(v):
@@ -124,7 +132,8 @@ print("RESULT " + json.dumps({"check_s": seconds, "columns": names, "rows": rows
 
 
 def flink_csv(ctx: Context) -> tuple[Path, int]:
-    """The CSV files Flink reads (written once beside the feed) and its watermark delay in seconds."""
+    """The CSV files Flink reads (written once beside the feed: ``flink_csv/<table>/``) and its watermark delay
+    in seconds (the whole input's span, every table's)."""
     feed = feed_of(ctx)
     folder = feed.folder / "flink_csv"
     marker = feed.folder / "flink_csv.json"  # not in the folder Flink reads
@@ -134,28 +143,32 @@ def flink_csv(ctx: Context) -> tuple[Path, int]:
         import duckdb
 
         shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir()
         con = duckdb.connect()
         con.execute("SET TimeZone = 'UTC'")
-        files = ", ".join(f"'{p}'" for p in feed.files)
-        con.execute(f"""CREATE TEMP TABLE fed AS
-            WITH rows AS (SELECT auction, bidder, price, channel, date_time, seq, seq // {feed.events} AS f
-                          FROM read_parquet([{files}])),
-                 tops AS (SELECT f, MAX(date_time) AS top FROM rows GROUP BY f),
-                 marks AS (SELECT f, MAX(top) OVER (ORDER BY f ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
-                                     - INTERVAL {DELAY_S} SECOND AS wm FROM tops)
-            SELECT rows.*, wm FROM rows JOIN marks USING (f)""")
-        between = con.execute(f"SELECT COUNT(*) FROM fed WHERE date_time < wm AND date_time >= wm - INTERVAL "
-                              f"{MARGIN_S} SECOND").fetchone()[0]
-        if between:
-            raise RuntimeError(f"{between} bids are late for some windows and not others: dropping late rows "
-                               "up front would not give the streams' answer (flink_stream's docstring)")
-        for f, in con.execute("SELECT DISTINCT f FROM fed ORDER BY f").fetchall():
-            con.execute(f"""COPY (SELECT auction, bidder, price, channel,
-                                         strftime(CAST(date_time AS TIMESTAMP), '%Y-%m-%d %H:%M:%S.%g')
-                                  FROM fed WHERE f = {f} AND (wm IS NULL OR date_time >= wm) ORDER BY seq)
-                            TO '{folder / f"part-{f:05d}.csv"}' (FORMAT csv, HEADER false)""")
-        lo, hi = con.execute("SELECT MIN(date_time), MAX(date_time) FROM fed").fetchone()
+        lo = hi = None
+        for table, columns in COLUMNS.items():
+            (folder / table).mkdir(parents=True)
+            names = [c.split()[0] for c in columns.split(", ")]
+            files = ", ".join(f"'{p}'" for p in feed.files[table].values())
+            con.execute(f"""CREATE OR REPLACE TEMP TABLE fed AS
+                WITH rows AS (SELECT *, seq // {feed.events} AS f FROM read_parquet([{files}])),
+                     tops AS (SELECT f, MAX(date_time) AS top FROM rows GROUP BY f),
+                     marks AS (SELECT f, MAX(top) OVER (ORDER BY f ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+                                         - INTERVAL {DELAY_S} SECOND AS wm FROM tops)
+                SELECT rows.*, wm FROM rows JOIN marks USING (f)""")
+            between = con.execute(f"SELECT COUNT(*) FROM fed WHERE date_time < wm AND date_time >= wm - INTERVAL "
+                                  f"{MARGIN_S} SECOND").fetchone()[0]
+            if between:
+                raise RuntimeError(f"{between} {table} rows are late for some windows and not others: dropping late "
+                                   "rows up front would not give the streams' answer (flink_stream's docstring)")
+            select = ", ".join(f"strftime(CAST({c} AS TIMESTAMP), '%Y-%m-%d %H:%M:%S.%g')" if c == "date_time" else c
+                               for c in names)
+            for f, in con.execute("SELECT DISTINCT f FROM fed ORDER BY f").fetchall():
+                con.execute(f"""COPY (SELECT {select} FROM fed WHERE f = {f} AND (wm IS NULL OR date_time >= wm)
+                                      ORDER BY seq)
+                                TO '{folder / table / f"part-{f:05d}.csv"}' (FORMAT csv, HEADER false)""")
+            first, last = con.execute("SELECT MIN(date_time), MAX(date_time) FROM fed").fetchone()
+            lo, hi = min(lo or first, first), max(hi or last, last)
         con.close()
         marker.write_text(json.dumps({"delay_s": int((hi - lo).total_seconds()) + 1}))
     return folder, json.loads(marker.read_text())["delay_s"]
@@ -175,7 +188,7 @@ class FlinkStream(Engine):
 
     def skip(self, query: Query) -> str | None:
         try:
-            to_flink_sql(query.sql)
+            to_flink_sql(query.stream_sql)
         except Unsupported as exc:
             return str(exc)
         return None
@@ -187,8 +200,8 @@ class FlinkStream(Engine):
         folder, delay_s = flink_csv(ctx)
         script = folder.parent / "flink_nexmark_job.py"
         script.write_text(FLINK_JOB)
-        spec = {"sql": to_flink_sql(query.sql), "path": str(folder), "delay_s": delay_s, "columns": COLUMNS,
-                "rounds": rounds}
+        tables = {t: {"columns": COLUMNS[t], "path": str(folder / t)} for t in tables_of(query.stream_sql)}
+        spec = {"sql": to_flink_sql(query.stream_sql), "tables": tables, "delay_s": delay_s, "rounds": rounds}
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK", "SPARK_"))}
         done = subprocess.run([self.python, str(script), json.dumps(spec)], capture_output=True, text=True, env=env,
                               timeout=3600)
@@ -204,7 +217,7 @@ class FlinkStream(Engine):
         self.pending[query.name] = list(out["times"])
         self.checked_s = out["check_s"]
         frame = pd.DataFrame(out["rows"], columns=out["columns"])
-        for name in ("starttime", "endtime", "window_start", "window_end"):
+        for name in ("starttime", "endtime", "window_start", "window_end", "date_time"):
             if name in frame:
                 frame[name] = pd.to_datetime(frame[name], format="ISO8601")
         return frame

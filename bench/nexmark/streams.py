@@ -1,20 +1,24 @@
-"""The streaming columns of the suite: the same bids as a stream of files, run three ways (and on Apache Flink:
-``flink_stream``), checked against one independent expectation.
+"""The streaming columns of the suite: the same persons, auctions and bids as streams of files, run three ways
+(and on Apache Flink: ``flink_stream``), checked against one independent expectation.
 
-- ``sqlwin-stream``: ``CREATE STREAM`` over a folder of parquet files (``maxFilesPerTrigger 1``) and
-  ``CREATE STREAMING TABLE ... AS <the query>``; the files are dropped in one at a time, each processed with
-  the no-data micro-batch it causes before the next (``bench.streaming``'s ``Workload`` and ``settle``), then
-  a one-row file far in the future moves the watermark past every window.
+- ``sqlwin-stream``: a ``CREATE STREAM`` per table the query reads, each over a folder of parquet files
+  (``maxFilesPerTrigger 1``), and ``CREATE STREAMING TABLE ... AS <the query's streaming text>``; micro-batch
+  ``k``'s files (every table's events of ``seq DIV <file> = k``) are dropped in together, each step processed
+  with the no-data micro-batches it causes before the next (``bench.streaming``'s ``settle``), then a one-row
+  file per stream far in the future moves every stream's watermark past every window.
 - ``native-stream``: the hand-written Structured Streaming job of ``native_stream`` over the same files, fed
   the same way.
-- ``replay``: ``CREATE STREAM ... FROM TABLE bids ARRIVAL ORDER BY seq MICRO BATCH BY seq DIV <file>``, the
-  same micro-batches replayed as a batch job (compared with the batch ``sqlwin`` engine).
+- ``replay``: ``CREATE STREAM ... FROM TABLE <t> ARRIVAL ORDER BY seq MICRO BATCH BY seq DIV <file>`` per table,
+  the same micro-batches replayed as a batch job (two streams replay side by side).
 
 A stream's result is its *final panes*: with the default emission, every ON_TIME pane; with early and late
 firings (accumulating), the last pane of each window and key. They must equal ``expected``: DuckDB (through
-sqlwin's DuckDB backend) running the query over the (row, window) pairs that GRAMMAR 4 keeps, where the
-watermark in force for the rows of file ``f`` is the largest ``date_time`` of the files before ``f`` minus the
-delay: a pair is kept when ``window_end + lateness > W``, a SESSION row when ``ts + gap + lateness > W``.
+sqlwin's DuckDB backend) running the query's streaming text over the (row, window) pairs that GRAMMAR 4 keeps,
+where the watermark in force for the rows of a stream's file ``f`` is the largest ``date_time`` of that
+stream's files before ``f`` minus the delay (each stream its own: a window join's sides drop their own late
+rows): a pair is kept when ``window_end + lateness > W``, a SESSION row when ``ts + gap + lateness > W``, and a
+count-window row when ``ts > W`` (README, "Count windows ... in streaming": a row at or behind the watermark in
+force when it arrives is dropped, since numbering it would renumber every later window; lateness must be 0).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import itertools
 import json
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,23 +42,55 @@ if TYPE_CHECKING:
 
 DELAY_S = 5  # the streams' watermark delay: above the generator's disorder (4 s), so only late bids are late
 EXPECTED = "expected"
-BIDS_COLUMNS = ("auction BIGINT, bidder BIGINT, price BIGINT, channel STRING, url STRING, date_time TIMESTAMP, "
-                "seq BIGINT")
+STREAM_TABLES = ("bids", "persons", "auctions")  # every table a stream is fed of (``engines.TABLES``)
 PANE_COLUMNS = ("pane_index", "pane_timing", "is_final", "micro_batch")
 _runs = itertools.count()
 
 
-# -- the input: the bids in arrival order, one file per micro-batch ----------------------------------------
+def columns_ddl(table: str) -> str:
+    """A table's columns as Spark DDL (``generator.SCHEMAS``)."""
+    import pyarrow as pa
+
+    from bench.nexmark.generator import SCHEMAS
+
+    def ddl(t: pa.DataType) -> str:
+        if pa.types.is_timestamp(t):
+            return "TIMESTAMP"
+        return {pa.int64(): "BIGINT", pa.string(): "STRING"}[t]
+
+    return ", ".join(f"{f.name} {ddl(f.type)}" for f in SCHEMAS[table])
+
+
+BIDS_COLUMNS = columns_ddl("bids")
+
+
+def tables_of(text: str) -> list[str]:
+    """The stream tables a query reads, in ``STREAM_TABLES`` order."""
+    from sqlglot import exp
+
+    from sqlwin import dialect
+
+    read = {t.name.lower() for t in dialect.parse_one(text).find_all(exp.Table)}
+    return [t for t in STREAM_TABLES if t in read]
+
+
+# -- the input: every table in arrival order, one file per micro-batch ---------------------------------------
 @dataclass
 class Feed:
-    """The bids cut into files of ``events`` events (file ``f`` holds ``seq DIV events = f``), and the flush
-    file: one bid a day after the last, on a minute boundary, whose windows never close (it is in no result)."""
+    """The tables cut into files of ``events`` events: file ``k`` of every table holds its events of
+    ``seq DIV events = k`` (micro-batch ``k`` is the same range of arrival for every stream), and one flush file
+    per table: one row a day after the last event, on a minute boundary, whose windows never close (it is in no
+    result: the flush bid's auction, person and seller are ids no other row has)."""
 
     folder: Path
     events: int
-    files: list[Path]
-    flush: Path
-    flush_time: pd.Timestamp  # the flush bid's date_time (UTC)
+    files: dict[str, dict[int, Path]]  # table -> micro-batch -> file (a table may have no rows in a micro-batch)
+    flush: dict[str, Path]
+    flush_time: pd.Timestamp  # the flush rows' date_time (UTC)
+
+    @property
+    def batches(self) -> list[int]:
+        return sorted({k for files in self.files.values() for k in files})
 
     @classmethod
     def build(cls, root: Path, events: int) -> Feed:
@@ -64,35 +101,48 @@ class Feed:
 
         from bench.nexmark.generator import SCHEMAS
 
-        folder = root / f"bids_feed_{events}"
+        folder = root / f"feed_{events}"
         marker = folder / "feed.json"
         if not marker.exists():
             shutil.rmtree(folder, ignore_errors=True)
-            (folder / "files").mkdir(parents=True)
-            pending: list[pa.Table] = []
-            current, last_seq, last_ts = None, -1, None
-            for part in sorted((root / "bids").glob("*.parquet")):  # chunks in arrival order, rows in seq order
-                table = pq.read_table(part)
-                which = pc.divide(table["seq"], events).to_numpy()
-                for f in sorted(set(which.tolist())):
-                    piece = table.filter(pa.array(which == f))
-                    if current is not None and f != current:
-                        cls._write(folder, current, pending)
-                        pending = []
-                    current = f
-                    pending.append(piece)
-                last_seq = max(last_seq, pc.max(table["seq"]).as_py())
-                top = pc.max(table["date_time"]).as_py()
-                last_ts = top if last_ts is None else max(last_ts, top)
-            cls._write(folder, current, pending)
+            last_seq, last_ts = -1, None
+            for table in STREAM_TABLES:
+                (folder / table).mkdir(parents=True)
+                pending: list[pa.Table] = []
+                current = None
+                for part in sorted((root / table).glob("*.parquet")):  # chunks in arrival order, rows in seq order
+                    data = pq.read_table(part)
+                    which = pc.divide(data["seq"], events).to_numpy()
+                    for f in sorted(set(which.tolist())):
+                        piece = data.filter(pa.array(which == f))
+                        if current is not None and f != current:
+                            cls._write(folder / table, current, pending)
+                            pending = []
+                        current = f
+                        pending.append(piece)
+                    last_seq = max(last_seq, pc.max(data["seq"]).as_py())
+                    top = pc.max(data["date_time"]).as_py()
+                    last_ts = top if last_ts is None else max(last_ts, top)
+                if current is not None:
+                    cls._write(folder / table, current, pending)
             flush_ts = (pd.Timestamp(last_ts).ceil("min") + pd.Timedelta(days=1)).to_pydatetime()
-            flush = pa.table({"auction": [0], "bidder": [0], "price": [0], "channel": ["flush"], "url": [""],
-                              "date_time": pa.array([flush_ts], SCHEMAS["bids"].field("date_time").type),
-                              "seq": [last_seq + 1]}, schema=SCHEMAS["bids"])
-            pq.write_table(flush, folder / "flush.parquet")
+            when = pa.array([flush_ts], SCHEMAS["bids"].field("date_time").type)
+            flush_rows = {
+                "bids": {"auction": [0], "bidder": [0], "price": [0], "channel": ["flush"], "url": [""],
+                         "date_time": when, "seq": [last_seq + 1]},
+                "persons": {"id": [0], "name": ["flush"], "email_address": [""], "credit_card": [""], "city": [""],
+                            "state": [""], "date_time": when, "seq": [last_seq + 2]},
+                "auctions": {"id": [0], "item_name": ["flush"], "initial_bid": [0], "reserve": [0], "date_time": when,
+                             "expires": when, "seller": [-1], "category": [0], "seq": [last_seq + 3]},
+            }
+            (folder / "flush").mkdir()
+            for table, rows in flush_rows.items():
+                pq.write_table(pa.table(rows, schema=SCHEMAS[table]), folder / "flush" / f"{table}.parquet")
             marker.write_text(json.dumps({"events": events, "flush_time": flush_ts.isoformat()}))
         flush_time = pd.Timestamp(json.loads(marker.read_text())["flush_time"])
-        return cls(folder, events, sorted((folder / "files").glob("*.parquet")), folder / "flush.parquet",
+        files = {t: {int(p.stem.split("-")[1]): p for p in sorted((folder / t).glob("*.parquet"))}
+                 for t in STREAM_TABLES}
+        return cls(folder, events, files, {t: folder / "flush" / f"{t}.parquet" for t in STREAM_TABLES},
                    flush_time.tz_convert("UTC") if flush_time.tzinfo else flush_time.tz_localize("UTC"))
 
     @staticmethod
@@ -100,13 +150,20 @@ class Feed:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        pq.write_table(pa.concat_tables(pieces), folder / "files" / f"part-{index:05d}.parquet")
+        pq.write_table(pa.concat_tables(pieces), folder / f"part-{index:05d}.parquet")
 
-    def workload(self, scratch: Path) -> Any:
-        """``bench.streaming``'s feeding (hard links, one file at a time) over these files."""
-        from bench.streaming import Workload
+    def feed(self, folders: dict[str, Path], process: Callable[[], None]) -> None:
+        """Drop micro-batch ``k``'s file of every stream in (hard links), process, next ``k``; then the flush files.
 
-        return Workload(scratch, self.files, self.flush, rows=0)
+        One step at a time, as files arriving over time are (``bench.streaming.Workload.feed`` says why)."""
+        for k in self.batches:
+            for table, folder in folders.items():
+                if (path := self.files[table].get(k)) is not None:
+                    os.link(path, folder / path.name)
+            process()
+        for table, folder in folders.items():
+            os.link(self.flush[table], folder / "part-99999.parquet")
+        process()
 
 
 def feed_of(ctx: Context) -> Feed:
@@ -115,16 +172,16 @@ def feed_of(ctx: Context) -> Feed:
     return ctx.cache["feed"]
 
 
-def over(text: str, table: str, name: str) -> str:
-    """The query with ``table`` read from ``name`` instead (a stream, or a view)."""
+def over(text: str, names: dict[str, str]) -> str:
+    """The query with each table of ``names`` read from its name there instead (a stream, or a view)."""
     from sqlglot import exp
 
     from sqlwin import dialect
 
     node = dialect.parse_one(text)
     for t in node.find_all(exp.Table):
-        if t.name.lower() == table:
-            t.set("this", exp.to_identifier(name))
+        if t.name.lower() in names:
+            t.set("this", exp.to_identifier(names[t.name.lower()]))
     return dialect.generate(node)
 
 
@@ -142,8 +199,9 @@ def final_panes(panes: Any, query: Query, order: tuple[str, ...] = ("micro_batch
 
 # -- the expectation ------------------------------------------------------------------------------------------
 class InTime(DuckDB):
-    """The batch query over the (row, window) pairs a stream keeps (GRAMMAR 4), on DuckDB: the streaming
-    engines' reference, not timed."""
+    """The batch query (its streaming text) over the (row, window) pairs a stream keeps (GRAMMAR 4), on DuckDB:
+    the streaming engines' reference, not timed. Each window TVF reads its own stream's rows with that stream's
+    watermark in force, so each side of a window join drops its own late rows."""
 
     name = EXPECTED
     mode = "streaming"
@@ -157,41 +215,62 @@ class InTime(DuckDB):
         from sqlwin.plan.windows import WindowKind
         from sqlwin.planner import plan_statement
 
-        self._watermarks(ctx)
-        node = dialect.parse_one(query.sql)
+        text = query.stream_sql
+        tables = tables_of(text)
+        for table in tables:
+            self._watermarks(ctx, table)
+        node = dialect.parse_one(text)
         plan = plan_statement(node, None)
-        spec = plan.windows[0]
-        session = spec.kind is WindowKind.SESSION
-        view = f"{query.name}__in_time"
-        keep = f"WHERE __cut IS NULL OR {spec.time_col} + to_microseconds({spec.gap}) > __cut" if session else ""
-        ctx.duck.execute(f"CREATE OR REPLACE VIEW {view} AS SELECT * FROM (SELECT *, __wm - to_microseconds("
-                         f"{plan.lateness.allowed}) AS __cut FROM bids__in_force) {keep}")
-        if not session:  # a (row, window) pair counts while W < window_end + lateness
-            spec.node.find_ancestor(exp.Select).where("__cut IS NULL OR window_end > __cut", dialect="sqlwin",
-                                                      copy=False)
-        for table in node.find_all(exp.Table):
-            if table.name.lower() == "bids":
-                table.set("this", exp.to_identifier(view))
+        lateness = plan.lateness.allowed
+        views: dict[str, str] = {}
+        kinds = {spec.relation.node.name.lower(): spec for spec in plan.windows}
+        for table in tables:
+            spec = kinds[table]
+            view = views[table] = f"{query.name}__{table}__in_time"
+            if spec.is_count_based:  # a row is kept when it arrives ahead of the watermark: ts > W
+                if lateness:
+                    raise ValueError(f"{query.name}: count windows take no ALLOWED LATENESS")
+                ctx.duck.execute(f"CREATE OR REPLACE VIEW {view} AS SELECT * EXCLUDE (__wm) FROM {table}__in_force "
+                                 f"WHERE __wm IS NULL OR {spec.time_col} > __wm")
+                continue
+            keep = (f"WHERE __cut IS NULL OR {spec.time_col} + to_microseconds({spec.gap}) > __cut"
+                    if spec.kind is WindowKind.SESSION else "")
+            ctx.duck.execute(f"CREATE OR REPLACE VIEW {view} AS SELECT * FROM (SELECT *, __wm - to_microseconds("
+                             f"{lateness}) AS __cut FROM {table}__in_force) {keep}")
+        for spec in plan.windows:
+            if spec.kind is WindowKind.SESSION or spec.is_count_based:
+                continue
+            # a (row, window) pair counts while W < window_end + lateness; the SELECT reading the TVF reads only it
+            select = spec.node.find_ancestor(exp.Select)
+            reads = [n for n in select.find_all(type(spec.node)) if n.find_ancestor(exp.Select) is select]
+            if len(reads) != 1:
+                raise ValueError(f"{query.name}: write each window TVF in a SELECT of its own (a subquery)")
+            select.where("__cut IS NULL OR window_end > __cut", dialect="sqlwin", copy=False)
+        for t in node.find_all(exp.Table):
+            if t.name.lower() in views:
+                t.set("this", exp.to_identifier(views[t.name.lower()]))
         return sqlwin.rewrite(dialect.generate(node), target="duckdb", catalog=ctx.duck)
 
     @staticmethod
-    def _watermarks(ctx: Context) -> None:
-        """``bids__in_force``: the bids with ``__wm``, the watermark in force for their file (NULL: none yet)."""
-        if ctx.cache.get("in_force") == ctx.feed_events:
+    def _watermarks(ctx: Context, table: str) -> None:
+        """``<table>__in_force``: the rows with ``__wm``, the watermark in force for their file (NULL: none yet):
+        the largest ``date_time`` of the same table's earlier files, minus the delay."""
+        key = f"in_force_{table}"
+        if ctx.cache.get(key) == ctx.feed_events:
             return
         n = ctx.feed_events
-        ctx.duck.execute(f"""CREATE OR REPLACE VIEW bids__in_force AS
-            WITH files AS (SELECT seq // {n} AS f, MAX(date_time) AS top FROM bids GROUP BY 1),
+        ctx.duck.execute(f"""CREATE OR REPLACE VIEW {table}__in_force AS
+            WITH files AS (SELECT seq // {n} AS f, MAX(date_time) AS top FROM {table} GROUP BY 1),
                  marks AS (SELECT f, MAX(top) OVER (ORDER BY f ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
                                      - INTERVAL {DELAY_S} SECOND AS wm FROM files)
-            SELECT b.*, marks.wm AS __wm FROM bids b JOIN marks ON b.seq // {n} = marks.f""")
-        ctx.cache["in_force"] = n
+            SELECT t.*, marks.wm AS __wm FROM {table} t JOIN marks ON t.seq // {n} = marks.f""")
+        ctx.cache[key] = n
 
 
 # -- the engines ---------------------------------------------------------------------------------------------
 class StreamEngine(Engine):
-    """Each run gets a fresh input folder and checkpoint (removed after it); ``run`` times the whole stream:
-    start, every file, the flush."""
+    """Each run gets fresh input folders (one per stream) and checkpoint (removed after it); ``run`` times the
+    whole stream: start, every micro-batch's files, the flush."""
 
     mode = "streaming"
     reference = EXPECTED
@@ -203,47 +282,53 @@ class StreamEngine(Engine):
         return self._once(query, ctx, keep=True)
 
     def _once(self, query: Query, ctx: Context, keep: bool) -> pd.DataFrame | None:
-        work = feed_of(ctx).workload(ctx.root / "stream_runs")
         tag = f"{self.name.replace('-', '_')}_{os.getpid()}_{next(_runs)}"  # unique beside an interrupted run's
-        folder = work.fresh_input(tag)
+        scratch = ctx.root / "stream_runs" / "runs" / tag
+        folders = {t: scratch / "in" / t for t in tables_of(query.stream_sql)}
+        for folder in folders.values():
+            folder.mkdir(parents=True)
         try:
-            return self.stream(query, ctx, work, folder, tag, keep)
+            return self.stream(query, ctx, folders, tag, keep)
         finally:
-            shutil.rmtree(folder.parent, ignore_errors=True)
+            shutil.rmtree(scratch, ignore_errors=True)
 
-    def stream(self, query: Query, ctx: Context, work: Any, folder: Path, tag: str, keep: bool) -> pd.DataFrame | None:
+    def stream(self, query: Query, ctx: Context, folders: dict[str, Path], tag: str,
+               keep: bool) -> pd.DataFrame | None:
         raise NotImplementedError
 
 
 class SqlwinStream(StreamEngine):
     name = "sqlwin-stream"
 
-    def stream(self, query: Query, ctx: Context, work: Any, folder: Path, tag: str, keep: bool) -> pd.DataFrame | None:
+    def stream(self, query: Query, ctx: Context, folders: dict[str, Path], tag: str,
+               keep: bool) -> pd.DataFrame | None:
         import sqlwin
         from bench.streaming import settle
         from sqlwin.streaming import catalog
 
         spark = ctx.spark
-        source, out = f"nx_bids_{tag}", f"nx_out_{tag}"
-        sqlwin.sql(spark, f"CREATE STREAM {source} ({BIDS_COLUMNS}, WATERMARK FOR date_time AS date_time - "
-                          f"INTERVAL '{DELAY_S}' SECONDS) USING parquet OPTIONS (path '{folder}', "
-                          "maxFilesPerTrigger '1')")
+        sources = {t: f"nx_{t}_{tag}" for t in folders}
+        out = f"nx_out_{tag}"
         try:
-            sqlwin.sql(spark, f"CREATE STREAMING TABLE {out} OPTIONS (checkpoint '{folder.parent / 'table'}') AS "
-                              f"{over(query.sql, 'bids', source)}")
+            for table, source in sources.items():
+                sqlwin.sql(spark, f"CREATE STREAM {source} ({columns_ddl(table)}, WATERMARK FOR date_time AS "
+                                  f"date_time - INTERVAL '{DELAY_S}' SECONDS) USING parquet OPTIONS (path "
+                                  f"'{folders[table]}', maxFilesPerTrigger '1')")
+            scratch = next(iter(folders.values())).parent.parent
+            sqlwin.sql(spark, f"CREATE STREAMING TABLE {out} OPTIONS (checkpoint '{scratch / 'table'}') AS "
+                              f"{over(query.stream_sql, sources)}")
             table = catalog.find_table(out)
             try:
-                process = functools.partial(settle, table.query)
-                work.feed(folder, None, process)
-                work.flush_all(folder, process)
+                feed_of(ctx).feed(folders, functools.partial(settle, table.query))
             finally:
                 table.stop()
                 catalog.remove_table(out)
             return final_panes(spark.table(out), query) if keep else None
         finally:
-            spark.catalog.dropTempView(source)
             spark.catalog.dropTempView(out)
-            catalog.drop_stream(spark, source)
+            for source in sources.values():
+                spark.catalog.dropTempView(source)
+                catalog.drop_stream(spark, source)
 
 
 class NativeStream(StreamEngine):
@@ -252,15 +337,21 @@ class NativeStream(StreamEngine):
 
     name = "native-stream"
 
-    def stream(self, query: Query, ctx: Context, work: Any, folder: Path, tag: str, keep: bool) -> pd.DataFrame | None:
+    def skip(self, query: Query) -> str | None:
+        return query.stream.native_skip if query.stream and query.stream.native is None else None
+
+    def stream(self, query: Query, ctx: Context, folders: dict[str, Path], tag: str,
+               keep: bool) -> pd.DataFrame | None:
         from pyspark.sql import functions as F
 
         from bench.streaming import settle
 
         spark = ctx.spark
-        out, checkpoint = folder.parent / "out", folder.parent / "checkpoint"
-        bids = spark.readStream.schema(BIDS_COLUMNS).option("maxFilesPerTrigger", 1).parquet(str(folder))
-        job = query.stream.native(bids, DELAY_S)
+        scratch = next(iter(folders.values())).parent.parent
+        out, checkpoint = scratch / "out", scratch / "checkpoint"
+        frames = {t: spark.readStream.schema(columns_ddl(t)).option("maxFilesPerTrigger", 1).parquet(str(folder))
+                  for t, folder in folders.items()}
+        job = query.stream.native(frames, DELAY_S)
         writer = job.frame.writeStream.outputMode(job.output_mode).option("checkpointLocation", str(checkpoint))
         if job.per_batch is None:
             writer = writer.format("parquet").option("path", str(out))
@@ -277,9 +368,7 @@ class NativeStream(StreamEngine):
             writer = writer.foreachBatch(write)
         running = writer.start()
         try:
-            process = functools.partial(settle, running)
-            work.feed(folder, None, process)
-            work.flush_all(folder, process)
+            feed_of(ctx).feed(folders, functools.partial(settle, running))
         finally:
             running.stop()
         if not keep:
@@ -292,27 +381,31 @@ class NativeStream(StreamEngine):
 
 
 class Replay(StreamEngine):
-    """The same micro-batches replayed from the table: compared with the batch query (``sqlwin``)."""
+    """The same micro-batches replayed from the tables (several streams side by side)."""
 
     name = "replay"
 
-    def stream(self, query: Query, ctx: Context, work: Any, folder: Path, tag: str, keep: bool) -> pd.DataFrame | None:
+    def stream(self, query: Query, ctx: Context, folders: dict[str, Path], tag: str,
+               keep: bool) -> pd.DataFrame | None:
         import sqlwin
         from sqlwin.streaming import catalog
 
         spark = ctx.spark
-        source = f"nx_replay_{tag}"
-        sqlwin.sql(spark, f"CREATE STREAM {source} FROM TABLE bids ARRIVAL ORDER BY seq MICRO BATCH BY seq DIV "
-                          f"{ctx.feed_events} WATERMARK FOR date_time AS date_time - INTERVAL '{DELAY_S}' SECONDS")
+        sources = {t: f"nx_replay_{t}_{tag}" for t in folders}
         try:
-            panes = sqlwin.sql(spark, over(query.sql, "bids", source))
+            for table, source in sources.items():
+                sqlwin.sql(spark, f"CREATE STREAM {source} FROM TABLE {table} ARRIVAL ORDER BY seq MICRO BATCH BY "
+                                  f"seq DIV {ctx.feed_events} WATERMARK FOR date_time AS date_time - INTERVAL "
+                                  f"'{DELAY_S}' SECONDS")
+            panes = sqlwin.sql(spark, over(query.stream_sql, sources))
             if keep:
                 return final_panes(panes, query)
             panes.write.format("noop").mode("overwrite").save()
             return None
         finally:
-            spark.catalog.dropTempView(source)
-            catalog.drop_stream(spark, source)
+            for source in sources.values():
+                spark.catalog.dropTempView(source)
+                catalog.drop_stream(spark, source)
 
 
 ENGINES: dict[str, Engine] = {e.name: e for e in (SqlwinStream(), NativeStream(), Replay(), InTime())}
