@@ -237,11 +237,13 @@ class StreamAdmission:
 
     def source(self, stream: CreateStream) -> Any:
         """The streaming DataFrame of an aligned stream's admitted file names."""
-        options = {k: v for k, v in stream.options.items() if k.lower() == "maxfilespertrigger"}
-        path = next(v for k, v in stream.options.items() if k.lower() == "path")
         from pyspark.sql import functions as F
 
-        from sqlwin.streaming.sources import schema_ddl, with_computed
+        from sqlwin.streaming.sources import expand_conf, schema_ddl, with_computed
+
+        given = expand_conf(self.spark, stream.options)  # ${sqlwin.file_dir} in the path, as its file source reads it
+        options = {k: v for k, v in given.items() if k.lower() == "maxfilespertrigger"}
+        path = next(v for k, v in given.items() if k.lower() == "path")
 
         self.spark.dataSource.register(AlignedFiles)
         storage.makedirs(path)
