@@ -1,8 +1,9 @@
 """Watermark alignment (GRAMMAR 3, ``WITH WATERMARK ALIGNMENT GROUP 'g' MAX DRIFT d``; issue 20): a stream of a group
 whose watermark is more than the drift ahead of the group's lowest reads no further files until the others catch up.
-The decision (pure, ``sqlwin.core.alignment``) against hand-worked cases; a live window join of a fast backlog and a
+The decision (pure, ``sqlwin.core.alignment``) against hand-worked cases; a live window over a fast backlog and a
 slow stream against a hand-worked admission schedule and result, stopped and restarted midway, equal to the run
-without alignment and to the replay of the same micro-batches; the clause's errors at their positions."""
+without alignment and to the replay of the same rows; the clause's errors at their positions. (``bench.alignment``
+runs a window join of two aligned streams, the staged operator's path, and checks it against DuckDB.)"""
 
 from __future__ import annotations
 
@@ -47,12 +48,11 @@ def test_file_log_keeps_positions_and_skips_torn_parts(tmp_path) -> None:
     assert log.extend([("z.json", 10), ("y.json", 30)]) == ["a.json", "b.json", "z.json", "y.json"]
 
 
-JOIN = """SELECT F.ws, F.n AS fast_rows, S.n AS slow_rows
-FROM (SELECT window_start AS ws, window_end AS we, COUNT(*) AS n
-      FROM TUMBLE(TABLE {fast}, DESCRIPTOR(ts), INTERVAL 10 SECONDS) GROUP BY window_start, window_end) F
-JOIN (SELECT window_start AS ws, window_end AS we, COUNT(*) AS n
-      FROM TUMBLE(TABLE {slow}, DESCRIPTOR(ts), INTERVAL 10 SECONDS) GROUP BY window_start, window_end) S
-ON F.ws = S.ws AND F.we = S.we"""
+# both streams in one window (a query over several streams: its watermark is the smaller of theirs)
+BOTH = """SELECT window_start AS ws, COUNT_IF(src = 'f') AS fast_rows, COUNT_IF(src = 's') AS slow_rows
+FROM TUMBLE(TABLE(SELECT ts, 'f' AS src FROM {fast} UNION ALL SELECT ts, 's' AS src FROM {slow}),
+            DESCRIPTOR(ts), INTERVAL 10 SECONDS)
+GROUP BY window_start, window_end"""
 
 # the fast stream's backlog (seconds of its rows per file; the last one a flush far ahead) and the slow stream's
 # files, which arrive one at a time; both watermarks are their largest ts (no delay), drift 10 s
@@ -63,9 +63,9 @@ SLOW = [[2, 8], [11, 18], [24, 29], [35, 38], [49], [100]]
 # F1 (39); 39 <= 29 + 10 reads F2 (59); 59 > 38 + 10; 59 <= 49 + 10 reads F3 (120); then waits for good
 # (120 > 100 + 10)
 ADMITTED = [1, 1, 2, 3, 3, 4, 4]
-# windows of both streams, once the join's watermark (the smaller: slow's 100) passes them: (window start s, fast
-# rows, slow rows); [50, 60) has no slow row (an inner join), [100, 110) no fast row
-RESULT = [(0, 2, 2), (10, 2, 2), (20, 2, 2), (30, 2, 2), (40, 1, 1)]
+# the windows the query's watermark (the smaller: slow's 100) passes: (window start s, fast rows, slow rows);
+# [100, 110) and [120, 130) are still open
+RESULT = [(0, 2, 2), (10, 2, 2), (20, 2, 2), (30, 2, 2), (40, 1, 1), (50, 2, 0)]
 
 
 def _create(spark, name: str, folder, clause: str) -> None:
@@ -88,7 +88,7 @@ def test_fast_stream_waits_for_the_slow_one(spark, tmp_path, monkeypatch) -> Non
         fast.write([{"ts": ts(s)} for s in rows])
 
     def start():
-        sqlwin.sql(spark, "CREATE STREAMING TABLE al_join AS " + JOIN.format(fast="al_fast", slow="al_slow"))
+        sqlwin.sql(spark, "CREATE STREAMING TABLE al_join AS " + BOTH.format(fast="al_fast", slow="al_slow"))
         return catalog.find_table("al_join")
 
     table = start()
@@ -128,7 +128,7 @@ def test_fast_stream_waits_for_the_slow_one(spark, tmp_path, monkeypatch) -> Non
     # without alignment (every file there from the start): the same answer, and every fast file read at once
     _create(spark, "un_fast", tmp_path / "fast", "")
     _create(spark, "un_slow", tmp_path / "slow", "")
-    sqlwin.sql(spark, "CREATE STREAMING TABLE un_join AS " + JOIN.format(fast="un_fast", slow="un_slow"))
+    sqlwin.sql(spark, "CREATE STREAMING TABLE un_join AS " + BOTH.format(fast="un_fast", slow="un_slow"))
     plain = catalog.find_table("un_join")
     try:
         plain.process_all_available()
@@ -137,15 +137,17 @@ def test_fast_stream_waits_for_the_slow_one(spark, tmp_path, monkeypatch) -> Non
         plain.stop()
         catalog.remove_table("un_join")
 
-    # the same rows replayed (one micro-batch each, side by side): the same answer
-    for side, files in (("fast", FAST), ("slow", SLOW)):
-        data = [(T0 + dt.timedelta(seconds=s), 0) for rows in files for s in rows]
-        spark.createDataFrame(data, "ts timestamp, step int").createOrReplaceTempView(f"al_{side}_rows")
-        sqlwin.sql(spark, f"CREATE STREAM re_{side} FROM TABLE al_{side}_rows ARRIVAL ORDER BY step "
-                          "MICRO BATCH BY step WATERMARK FOR ts AS ts")
-    sqlwin.sql(spark, JOIN.format(fast="re_fast", slow="re_slow")).createOrReplaceTempView("re_join")
-    assert _result(spark, "re_join") == aligned
-
+    # the same rows replayed (one replay stream of both tables' rows, one micro-batch): the same windows
+    data = [(T0 + dt.timedelta(seconds=s), src) for src, files in (("f", FAST), ("s", SLOW)) for rows in files
+            for s in rows]
+    spark.createDataFrame(data, "ts timestamp, src string").createOrReplaceTempView("al_rows")
+    sqlwin.sql(spark, "CREATE STREAM re_both FROM TABLE al_rows ARRIVAL ORDER BY ts MICRO BATCH BY 0 "
+                      "WATERMARK FOR ts AS ts")
+    replayed = BOTH.replace("TABLE(SELECT ts, 'f' AS src FROM {fast} UNION ALL SELECT ts, 's' AS src FROM {slow})",
+                            "TABLE re_both")
+    sqlwin.sql(spark, replayed).createOrReplaceTempView("re_join")
+    # and the two windows the end of the input closes, which the live run keeps open
+    assert _result(spark, "re_join") == [*aligned, (100, 0, 1, "ON_TIME"), (120, 1, 0, "ON_TIME")]
 
 @pytest.mark.parametrize(("sql", "message", "where"), [
     ("CREATE STREAM e1 (ts TIMESTAMP) USING json OPTIONS (path '{p}') "
