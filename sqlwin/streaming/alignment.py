@@ -91,11 +91,9 @@ class FileLog:
         self.names: list[str] = []  # the parts read so far (a source polls often: each part is read once)
 
     def known(self) -> list[str]:
-        parts = {}
-        for name in storage.listdir(self.folder):
-            digits = name[len("files-"):-len(".json")] if name.startswith("files-") and name.endswith(".json") else ""
-            if digits.isdigit():
-                parts[int(digits)] = name
+        from sqlwin.streaming.sources import numbered
+
+        parts = {k: name for name in storage.listdir(self.folder) if (k := numbered(name, "files-")) is not None}
         while len(self.names) in parts:  # a torn part (a crash while logging) ends the log: it is logged again
             data = storage.read_json(storage.join(self.folder, parts[len(self.names)]))
             if data is None:
@@ -123,12 +121,9 @@ class Admission:
         self.published: tuple | None = None
 
     def _numbers(self) -> list[int]:
-        out = []
-        for name in storage.listdir(self.folder):
-            digits = name[len("admit-"):-len(".json")] if name.startswith("admit-") and name.endswith(".json") else ""
-            if digits.isdigit():
-                out.append(int(digits))
-        return sorted(out)
+        from sqlwin.streaming.sources import numbered
+
+        return sorted(k for name in storage.listdir(self.folder) if (k := numbered(name, "admit-")) is not None)
 
     def latest(self) -> dict:
         """The last decision: ``paused`` streams and the ``watermarks`` it was made from (none yet: nothing paused)."""

@@ -52,8 +52,8 @@ class TickFile:
     def _numbers(self) -> tuple[list[int], list[int]]:
         """(every tick number on disk, marks included; the marks alone)."""
         names = storage.listdir(self.path)
-        marks = [m for m in (_number(n, self.MARK) for n in names) if m is not None]
-        ticks = [t for t in (_number(n, "tick-") for n in names) if t is not None]
+        marks = [m for m in (numbered(n, self.MARK) for n in names) if m is not None]
+        ticks = [t for t in (numbered(n, "tick-") for n in names) if t is not None]
         return [*ticks, *marks], marks
 
     def _write(self, tick: int) -> None:
@@ -96,7 +96,7 @@ class TickFile:
         storage.makedirs(self.path)  # the folder is on the file system of the process that writes ticks
 
 
-def _number(name: str, prefix: str) -> int | None:
+def numbered(name: str, prefix: str) -> int | None:
     """``n`` of ``<prefix><n>.json``, else None."""
     digits = name[len(prefix):-len(".json")] if name.startswith(prefix) and name.endswith(".json") else ""
     return int(digits) if digits.isdigit() else None
