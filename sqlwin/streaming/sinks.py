@@ -207,7 +207,7 @@ class BatchSink:
         view, entry = self.catalog_view
         manifest = self.log.newest()
         folders, compacted = tableviews.listing(self.path, manifest, self.log.compacted_path, self._whole)
-        sql = tableviews.view_query(self.format, self.options, self.schema, self.path, folders, compacted)
+        sql = tableviews.view_query(self.format, self.options, self.schema, folders, compacted)
         if sql != self._view_sql:
             tableviews.define(spark, view, entry, sql, first=self._view_sql is None)
             self._view_sql = sql
