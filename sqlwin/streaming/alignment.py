@@ -30,6 +30,15 @@ from sqlwin.core.alignment import StreamMark, paused
 from sqlwin.errors import SqlwinError
 from sqlwin.plan.statements import Alignment, CreateStream
 from sqlwin.streaming import storage
+from sqlwin.streaming.sources import (
+    FILE_FORMATS,
+    SOURCE_COLUMN,
+    expand_conf,
+    numbered,
+    read_files,
+    schema_ddl,
+    with_computed,
+)
 
 FILE_COLUMN = "__sqlwin_file"
 SOURCE_NAME = "sqlwin_aligned_files"
@@ -58,8 +67,6 @@ def aligned_streams(streams: list[Any]) -> dict[int, Alignment]:
 def check_stream(stream: CreateStream, others: list[Any], path: str | None) -> None:
     """CREATE STREAM's checks of its alignment clause: a file stream whose folder a Python process reaches, with the
     drift its group's other streams have."""
-    from sqlwin.streaming.sources import FILE_FORMATS
-
     alignment = stream.alignment
     if alignment is None:
         return
@@ -91,8 +98,6 @@ class FileLog:
         self.names: list[str] = []  # the parts read so far (a source polls often: each part is read once)
 
     def known(self) -> list[str]:
-        from sqlwin.streaming.sources import numbered
-
         parts = {k: name for name in storage.listdir(self.folder) if (k := numbered(name, "files-")) is not None}
         while len(self.names) in parts:  # a torn part (a crash while logging) ends the log: it is logged again
             data = storage.read_json(storage.join(self.folder, parts[len(self.names)]))
@@ -121,8 +126,6 @@ class Admission:
         self.published: tuple | None = None
 
     def _numbers(self) -> list[int]:
-        from sqlwin.streaming.sources import numbered
-
         return sorted(k for name in storage.listdir(self.folder) if (k := numbered(name, "admit-")) is not None)
 
     def latest(self) -> dict:
@@ -234,8 +237,6 @@ class StreamAdmission:
         """The streaming DataFrame of an aligned stream's admitted file names."""
         from pyspark.sql import functions as F
 
-        from sqlwin.streaming.sources import expand_conf, schema_ddl, with_computed
-
         given = expand_conf(self.spark, stream.options)  # ${sqlwin.file_dir} in the path, as its file source reads it
         options = {k: v for k, v in given.items() if k.lower() == "maxfilespertrigger"}
         path = next(v for k, v in given.items() if k.lower() == "path")
@@ -252,8 +253,6 @@ class StreamAdmission:
         from functools import reduce
 
         from pyspark.sql import functions as F
-
-        from sqlwin.streaming.sources import SOURCE_COLUMN, read_files
 
         if FILE_COLUMN not in batch_df.columns:
             return batch_df
