@@ -156,3 +156,53 @@ def test_stop_during_a_busy_micro_batch_is_clean_and_resumes_exactly_once(spark,
     assert rows_of(spark.table("stop_cl"), late) == [("a", 7, at(8), at(0), at(10), at(28), "late", 6)]
     status = table.status()
     assert (status.status, status.rows_in, status.late_rows_dropped, status.micro_batches) == ("running", 7, 1, 7)
+
+
+def test_stop_never_interrupts_a_change_of_the_tables_view(spark, stream, monkeypatch, tmp_path) -> None:
+    """A stop that comes while a micro-batch changes the table's catalog view (here the native path's) waits
+    for the change: an interrupted catalog change is logged by Spark's ListenerBus with a Java stack trace (it
+    reached ``sqlwin run``'s stderr on SIGTERM) and loses a catalog listener. Nothing is lost or doubled."""
+    from sqlwin.streaming import tableviews
+    from sqlwin.streaming.stopping import QUERY_ID
+
+    statement = f"CREATE STREAMING TABLE stop_n AS {QUERY}"
+    define = tableviews.define
+    inside, release = threading.Event(), threading.Event()
+    armed = threading.Event()
+
+    def held_define(spark_, view, entry, query, first) -> None:
+        if armed.is_set() and spark_.sparkContext.getLocalProperty(QUERY_ID) and not inside.is_set():
+            inside.set()  # a micro-batch's view change, held until the test lets it go
+            assert release.wait(120)
+        define(spark_, view, entry, query, first)
+
+    monkeypatch.setattr(tableviews, "define", held_define)
+    sqlwin.sql(spark, statement)
+    table = catalog.find_table("stop_n")
+    assert table.path == "native"
+    stream.feed(BATCHES[:1], table)
+    armed.set()
+    stream.write(BATCHES[1])  # W -> 10: [0, 10) is written and the view changed, held
+    assert inside.wait(120), "no micro-batch changed the view"
+    stopper = threading.Thread(target=sqlwin.sql, args=(spark, "STOP STREAMING TABLE stop_n"))
+    with jvm_output(spark) as printed:
+        stopper.start()
+        # without the gate the stop marks the query stopped and interrupts the held change at once
+        deadline = time.monotonic() + 5
+        while table.query.isActive and time.monotonic() < deadline:
+            time.sleep(0.05)
+        active_while_changing = table.query.isActive
+        release.set()
+        stopper.join(120)
+    assert active_while_changing, "the stop did not wait for the view change in flight"
+    assert not stopper.is_alive() and table.status().status == "stopped" and table.query.exception() is None
+    jvm = printed[0].replace(f"{PROBE} stderr", "").replace(f"{PROBE} log", "")
+    assert "Exception" not in jvm and not jvm.strip(), jvm[:3000]
+
+    monkeypatch.setattr(tableviews, "define", define)
+    sqlwin.sql(spark, statement)  # resumes: what the stopped micro-batch did is there once
+    table = catalog.find_table("stop_n")
+    table.process_all_available()
+    stream.feed(BATCHES[2:4], table)  # a late row (dropped: no lateness), then W -> 28: [10, 20) fires
+    assert rows_of(spark.table("stop_n"), ["window_start", "k", "s", "c"]) == [
+        (at(0), "a", 3, 2), (at(0), "b", 3, 1), (at(10), "a", 4, 1)]

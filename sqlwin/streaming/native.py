@@ -23,6 +23,7 @@ from sqlwin.streaming import connect, storage
 from sqlwin.streaming.runner import table_tag
 from sqlwin.streaming.shape import find_carrier, mark_carrier, strip_clauses
 from sqlwin.streaming.sources import stream_dataframe
+from sqlwin.streaming.stopping import NEVER, StoppableBatches
 
 D = "spark"
 
@@ -83,15 +84,7 @@ def start_native(table: Any) -> Any:
         raise SqlwinError(f"cannot start streaming table {table.name}: {str(err).splitlines()[0]}") from None
     table.sink.set_schema(result.schema)
     table.sink.register(spark)
-    sink = table.sink
-
-    def write(batch_df: Any, batch_id: int) -> None:
-        # one action: the sink counts the rows as it writes them (an emptiness check of its own on the unpersisted
-        # batch would run the aggregation twice); most no-data micro-batches evict no window and leave no folder.
-        # It compacts committed micro-batches when due, before Spark commits this one (sqlwin.streaming.compaction)
-        sink.write(batch_df, int(batch_id))
-        sink.register(spark)
-
+    write = NativeWrites(spark, table.sink).run_batch
     remote = connect.is_connect(spark)  # the writer runs on the server (sqlwin.streaming.connect)
     function = connect.ServerBatchFunction(write) if remote else write
     writer = result.writeStream.outputMode("append").foreachBatch(function) \
@@ -111,3 +104,20 @@ def start_native(table: Any) -> Any:
             spark.conf.unset(option)
         else:
             spark.conf.set(option, before)
+
+
+class NativeWrites(StoppableBatches):
+    """The native path's foreachBatch: the aggregation's output of a micro-batch written to the sink. A stop
+    that lands in it ends it uncommitted, as on the custom path (``sqlwin.streaming.stopping``)."""
+
+    def __init__(self, spark: Any, sink: Any):
+        self.spark = spark
+        self.sink = sink
+        self.query_stop = NEVER
+
+    def _run_batch(self, batch_df: Any, source_batch: int) -> None:
+        # one action: the sink counts the rows as it writes them (an emptiness check of its own on the unpersisted
+        # batch would run the aggregation twice); most no-data micro-batches evict no window and leave no folder.
+        # It compacts committed micro-batches when due, before Spark commits this one (sqlwin.streaming.compaction)
+        self.sink.write(batch_df, source_batch)
+        self.sink.register(self.spark)

@@ -30,6 +30,7 @@ from sqlwin.errors import SqlwinError
 from sqlwin.streaming import storage, tableviews
 from sqlwin.streaming.compaction import META, CompactionPolicy, Compactor, SinkLog, batch_numbers
 from sqlwin.streaming.connect import is_connect
+from sqlwin.streaming.stopping import CatalogGate
 
 FILE_FORMATS = ("parquet", "json", "orc", "csv")  # tested; any other file source Spark resolves works too
 # written and read with each format (json: a column null in every row of a file is still in it, for the catalog view)
@@ -132,6 +133,7 @@ class BatchSink:
         # a streaming table's output: a view of the catalog (qualified name, what it is), not a temp view
         self.catalog_view: tuple[str, tableviews.Entry] | None = None
         self._view_sql: str | None = None  # the definition last given to the catalog
+        self.stop_gate = CatalogGate()  # see sqlwin.streaming.stopping; a table's sinks share one
         self._whole: set[int] = set()  # micro-batch folders seen whole (a write or a clear forgets its own)
 
     def __getstate__(self) -> dict:
@@ -209,7 +211,8 @@ class BatchSink:
         folders, compacted = tableviews.listing(self.path, manifest, self.log.compacted_path, self._whole)
         sql = tableviews.view_query(self.format, self.options, self.schema, folders, compacted)
         if sql != self._view_sql:
-            tableviews.define(spark, view, entry, sql, first=self._view_sql is None)
+            with self.stop_gate.passage(spark):
+                tableviews.define(spark, view, entry, sql, first=self._view_sql is None)
             self._view_sql = sql
 
     def read(self, spark: Any) -> Any:

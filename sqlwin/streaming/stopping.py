@@ -14,11 +14,21 @@ stream thread's whole Java stack (8 KB and more), so the stream thread died prin
 So: a micro-batch that finds its query stopped, at a check between its Spark jobs (``QueryStop.check``) or
 through a failed call, leaves with a short error of exactly that form, which py4j does not log. Returning
 normally instead would not do: Spark would commit the micro-batch, which sqlwin did not, and skip it on restart.
+
+One Spark call must not be interrupted at all: a change of the catalog (the sink's view, ``ALTER VIEW``). The
+catalog tells its listeners synchronously, and Spark's ``ListenerBus`` catches the interruption there, logs it at
+ERROR with the stream thread's Java stack (which reached ``sqlwin run``'s terminal when SIGTERM landed there) and
+removes the listener for good. So a stop first closes the table's ``CatalogGate``: it waits for a view change in
+flight, and a micro-batch that comes to the gate later leaves as stopped instead of changing the catalog.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from sqlwin.core.alignment import StreamMark
@@ -61,6 +71,47 @@ class QueryStop:
 
 
 NEVER = QueryStop()
+
+
+class CatalogGate:
+    """Keeps a stop's interrupt away from a micro-batch's change of the catalog: the micro-batch passes the gate
+    to change it, and a stop closes the gate (waiting for a change in flight) before it interrupts anything."""
+
+    WAIT_SECONDS = 60.0  # how long a micro-batch at a closed gate waits for its query to be marked stopped
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def __getstate__(self) -> dict:
+        return {}  # pickled to a Spark Connect server: a gate of its own there (the client cannot close it)
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__()
+
+    @contextmanager
+    def passage(self, spark: Any) -> Iterator[None]:
+        """The body runs with the gate open. At a closed gate the micro-batch waits until Spark marks its query
+        stopped (the stop closes the gate just before), so what it raises is taken for the stop."""
+        with self._lock:
+            if not self._closed:
+                yield
+                return
+        stop = QueryStop.of_stream_thread(spark)
+        deadline = time.monotonic() + self.WAIT_SECONDS
+        while stop.bound and not stop.requested() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        raise MicroBatchStopped()
+
+    @contextmanager
+    def closed(self) -> Iterator[None]:
+        """Closed while the body (the query's stop) runs; open again after, for the stopper's own view change."""
+        with self._lock:
+            self._closed = True
+        try:
+            yield
+        finally:
+            self._closed = False
 
 
 class StoppableBatches:

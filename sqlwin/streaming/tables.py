@@ -24,6 +24,7 @@ from sqlwin.streaming import catalog, storage, tableviews
 from sqlwin.streaming.compaction import CompactionPolicy
 from sqlwin.streaming.shape import StreamingShape, choose_path
 from sqlwin.streaming.sinks import BatchSink, sink_format
+from sqlwin.streaming.stopping import CatalogGate
 from sqlwin.streaming.storage import streaming_root
 
 # `sqlwin run --available-now`: every streaming table the session starts reads what is available, then stops
@@ -73,8 +74,10 @@ class StreamingTable:
         self.late_sink = BatchSink(late, storage.join(self.location, "late_rows"), wanted, compaction,
                                    spark_options) if late else None
         self.database = tableviews.current_database(spark)  # where its views go in the catalog
+        self.stop_gate = CatalogGate()  # a stop never interrupts a change of its views (sqlwin.streaming.stopping)
         for sink, role in ((self.sink, "sink"), (self.late_sink, "late_rows")):
             if sink is not None:
+                sink.stop_gate = self.stop_gate
                 entry = tableviews.Entry(name, role, self.location, sink.path)
                 sink.catalog_view = (tableviews.qualified(self.database, sink.name), entry)
         self.available_now = str(spark.conf.get(AVAILABLE_NOW_CONF, "false")).lower() == "true"
@@ -114,7 +117,8 @@ class StreamingTable:
         """Stop the query. A custom-path micro-batch it interrupts ends uncommitted and runs again on restart
         (``sqlwin.streaming.stopping``); the sink's views then show every committed micro-batch."""
         if self.query is not None:
-            self.query.stop()
+            with self.stop_gate.closed():
+                self.query.stop()
         if self.operator is not None and self.operator.ticks is not None:
             self.operator.ticks.close()
         if self.operator is not None and self.committed_state is None:  # over Connect: refreshed on the server
