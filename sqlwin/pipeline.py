@@ -156,8 +156,17 @@ def execute_statement(spark: Any, text: str, plan: str = "auto") -> StatementRes
     return StatementResult(text, diagnostics.run_sql(spark, compiled.sql, text, rewritten), rewritten=rewritten)
 
 
+# In Spark SQL that sqlwin writes for Spark to keep and parse again (a streaming table's view), so that the JDBC
+# server's parser hook passes it unchanged: it is plain Spark SQL, which sqlwin's dialect need not know all of
+# (``fmt.`path` WITH (options)``), and its words (a COMMENT saying "streaming table") are no sqlwin syntax.
+SPARK_SQL_MARK = "/* sqlwin: Spark SQL */"
+
+
 def spark_sql_for(spark: Any, text: str) -> str:
-    """The Spark SQL to run for one statement (the JDBC server's rewrite hook)."""
+    """The Spark SQL to run for one statement (the JDBC server's rewrite hook); text with ``SPARK_SQL_MARK``
+    is Spark SQL already."""
+    if SPARK_SQL_MARK in text:
+        return text
     compiled = compile_statement(text, "spark", catalog=spark, spark=spark)
     if not compiled.sql and _streaming(spark, compiled.plan):
         from sqlwin.streaming.statements import execute, result_sql

@@ -114,3 +114,30 @@ def test_outputs_are_catalog_views_read_by_name_from_any_session(spark, tmp_path
             catalog.remove_table(table.name)
         for name in ("cat_out", "cat_late"):
             spark.sql(f"DROP VIEW IF EXISTS default.{name}")
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "json"])
+def test_a_view_reads_its_folders_as_one_relation_whatever_the_path(spark, tmp_path, fmt) -> None:
+    """The view names its folders in one glob (one schema inference per read, not one per folder); the sink's
+    own path is taken literally, glob characters and all, and a folder not named is not read."""
+    from pyspark.sql.types import IntegerType, LongType, StructField, StructType
+
+    from sqlwin.streaming.tableviews import view_query
+
+    sink = tmp_path / "we[ir]d{a,b}*?" / "data"
+    for batch in (3, 4, 5, 10):
+        spark.range(batch).selectExpr("id", "id * 2 AS v").write.format(fmt).save(str(sink / f"micro_batch={batch}"))
+    compacted = tmp_path / "c{1}" / "compacted"
+    for name, batches in (("c-0", (0, 1)), ("c-2", (2,))):
+        spark.createDataFrame([(b, b, b) for b in batches], "id long, v long, micro_batch int") \
+            .write.format(fmt).save(str(compacted / name))
+    schema = StructType([StructField("id", LongType()), StructField("v", LongType()),
+                         StructField("micro_batch", IntegerType())])
+    query = view_query(fmt, {}, schema, str(sink), [(3, ""), (4, ""), (10, "")],
+                       [str(compacted / "c-0"), str(compacted / "c-2")])
+    assert query.count("SELECT") == 2
+    rows = sorted(tuple(r) for r in spark.sql(query).collect())
+    assert rows == sorted([(0, 0, 0), (1, 1, 1), (2, 2, 2)]
+                          + [(i, 2 * i, b) for b in (3, 4, 10) for i in range(b)])  # micro_batch=5 not named
+    empty = view_query(fmt, {}, schema, str(sink), [], [])
+    assert spark.sql(empty).count() == 0

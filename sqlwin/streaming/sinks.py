@@ -209,7 +209,7 @@ class BatchSink:
         view, entry = self.catalog_view
         manifest = self.log.newest()
         folders, compacted = tableviews.listing(self.path, manifest, self.log.compacted_path, self._whole)
-        sql = tableviews.view_query(self.format, self.options, self.schema, folders, compacted)
+        sql = tableviews.view_query(self.format, self.options, self.schema, self.path, folders, compacted)
         if sql != self._view_sql:
             with self.stop_gate.passage(spark):
                 tableviews.define(spark, view, entry, sql, first=self._view_sql is None)

@@ -4,8 +4,8 @@ that shares the catalog reads them by name.
 Each output (the sink, and the ``LATE ROWS TO`` table) is a catalog VIEW, ``CREATE OR REPLACE``d whenever the
 sink's files change (each micro-batch, from ``BatchSink.register``). Its definition names the files a reader must
 read and nothing else: the newest whole manifest's compacted folders and the ``micro_batch=<n>`` folders above
-its ``through`` (``sqlwin.streaming.compaction``), each read as ``fmt.`folder` WITH (options)`` with every column
-cast to the sink's type, ``UNION ALL``.
+its ``through`` (``sqlwin.streaming.compaction``), each set read as one ``fmt.`glob` WITH (options)`` relation
+(``view_query``) with every column cast to the sink's type, ``UNION ALL``.
 
 Why a view and not an external table over the sink's folder: a table over the folder lists every
 ``micro_batch=<n>`` folder on disk, including those a compaction has already merged into a compacted file (they
@@ -27,6 +27,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from sqlwin.pipeline import SPARK_SQL_MARK
 from sqlwin.streaming import storage
 from sqlwin.streaming.compaction import Manifest, batch_numbers
 
@@ -53,27 +54,46 @@ def current_database(spark: Any) -> str:
     return str(spark.catalog.currentDatabase())
 
 
-def view_query(fmt: str, options: dict[str, str], schema: Any, folders: list[tuple[int, str]],
+def view_query(fmt: str, options: dict[str, str], schema: Any, path: str, folders: list[tuple[int, str]],
                compacted: list[str]) -> str:
-    """The view's query: the union of the files named (``folders``: (micro-batch, folder) above the manifest;
-    ``compacted``: the manifest's folders), each column cast to ``schema``'s type."""
+    """The view's query: the files named (``folders``: (micro-batch, folder) above the manifest, in the sink's
+    folder ``path``; ``compacted``: the manifest's folders), each column cast to ``schema``'s type.
+
+    Each set of folders is one relation over a glob naming exactly those folders, not one relation per folder:
+    Spark runs a job to infer the schema of every file relation each time a query over the view is analysed
+    (its definition, and every read), so a view of N relations cost N jobs per read and per micro-batch."""
     read = {**options, **_READ_OPTIONS.get(fmt, {})}
-    with_options = ""
-    if read:
-        pairs = ", ".join(f"{_string(k)} = {_string(v)}" for k, v in sorted(read.items()))
-        with_options = f" WITH ({pairs})"
 
-    def select(folder: str, batch: int | None) -> str:
-        columns = [f"CAST({_ident(f.name)} AS {f.dataType.simpleString()}) AS {_ident(f.name)}"
-                   if not (f.name == "micro_batch" and batch is not None) else f"{batch} AS micro_batch"
-                   for f in schema.fields]
-        return f"SELECT {', '.join(columns)} FROM {_ident(fmt)}.{_ident(folder)}{with_options}"
+    def select(glob: str, extra: dict[str, str]) -> str:
+        pairs = ", ".join(f"{_string(k)} = {_string(v)}" for k, v in sorted({**read, **extra}.items()))
+        with_options = f" WITH ({pairs})" if pairs else ""
+        columns = [f"CAST({_ident(f.name)} AS {f.dataType.simpleString()}) AS {_ident(f.name)}" for f in schema.fields]
+        return f"SELECT {SPARK_SQL_MARK} {', '.join(columns)} FROM {_ident(fmt)}.{_ident(glob)}{with_options}"
 
-    parts = [select(folder, None) for folder in compacted] + [select(folder, batch) for batch, folder in folders]
+    parts = []
+    if compacted:  # the compacted files hold their micro_batch column
+        parent = compacted[0].rsplit("/", 1)[0]
+        parts.append(select(any_of(parent, [c.rsplit("/", 1)[1] for c in compacted]), {}))
+    if folders:  # micro_batch is the folder's name (partition discovery below the sink's folder)
+        parts.append(select(any_of(path, [f"micro_batch={m}" for m, _ in folders]), {"basePath": path}))
     if not parts:
         columns = ", ".join(f"CAST(NULL AS {f.dataType.simpleString()}) AS {_ident(f.name)}" for f in schema.fields)
-        parts = [f"SELECT {columns} WHERE FALSE"]
+        parts = [f"SELECT {SPARK_SQL_MARK} {columns} WHERE FALSE"]
     return "\nUNION ALL\n".join(parts)
+
+
+def any_of(parent: str, names: list[str]) -> str:
+    """A Hadoop glob matching exactly the entries ``names`` of folder ``parent`` (whose own glob characters are
+    escaped: a user's path is taken literally)."""
+    escaped = [_glob_literal(n) for n in names]
+    return f"{_glob_literal(parent)}/{escaped[0] if len(escaped) == 1 else '{' + ','.join(escaped) + '}'}"
+
+
+def _glob_literal(text: str) -> str:
+    return "".join(f"\\{c}" if c in _GLOB_CHARACTERS else c for c in text)
+
+
+_GLOB_CHARACTERS = frozenset("\\{}[]*?,")
 
 
 def define(spark: Any, view: str, entry: Entry, query: str, first: bool) -> None:
@@ -87,11 +107,11 @@ def define(spark: Any, view: str, entry: Entry, query: str, first: bool) -> None
     if first and not spark.catalog.tableExists(view):
         comment = _string(f"sqlwin streaming table {entry.table}: "
                           f"{'its panes' if entry.role == 'sink' else 'its late rows'}")
-        spark.sql(f"CREATE VIEW {view} COMMENT {comment} TBLPROPERTIES ({properties}) AS\n{query}")
+        spark.sql(f"{SPARK_SQL_MARK} CREATE VIEW {view} COMMENT {comment} TBLPROPERTIES ({properties}) AS\n{query}")
         return
     if first:
-        spark.sql(f"ALTER VIEW {view} SET TBLPROPERTIES ({properties})")
-    spark.sql(f"ALTER VIEW {view} AS\n{query}")
+        spark.sql(f"{SPARK_SQL_MARK} ALTER VIEW {view} SET TBLPROPERTIES ({properties})")
+    spark.sql(f"{SPARK_SQL_MARK} ALTER VIEW {view} AS\n{query}")
 
 
 def listing(path: str, manifest: Manifest | None, compacted_path: Any,
