@@ -25,6 +25,29 @@ _NAME = rf"{_QUOTED}(?:\.{_QUOTED})*"
 _SUGGESTIONS = re.compile(r"(Did you mean one of the following\?\s*)\[([^\]]*)\](\.?\s*)")
 _SPARK_POS = re.compile(r";?\s*line (\d+) pos (\d+);?\s*$")
 _STRUCT_BOUND = re.compile(r"`?__w`?\.`?(start|end)`?")  # spark_groupby's window struct
+
+
+def _route_bound(micros: str) -> str:
+    """Spark's text of a window bound that a session or count-window route computes from epoch microseconds
+    (``SparkBatchCompiler.from_us``: TIMESTAMP, or TIMESTAMP_NTZ in a UTC session)."""
+    bound = rf"timestamp_micros\({micros}\)"
+    return rf"(?:CAST\({bound} AS TIMESTAMP_NTZ\)|{bound})"
+
+
+_MICROS = r"(?:(?:`?\w+`?\.)?`?__us`?|unix_micros\((?:CAST\([^()]+ AS TIMESTAMP\)|[^()]+)\))"  # a row's time
+# the bounds a route puts where the user wrote window_start/end/time (spark_groupby's SessionRoute, CountRoute)
+_ROUTE_BOUNDS = [(re.compile(_route_bound(micros), re.IGNORECASE), name) for micros, name in (
+    (rf"\(\(max\({_MICROS}\) \+ \d+\) - \d+\)", "window_time"),
+    (rf"\(max\({_MICROS}\) \+ \d+\)", "window_end"),
+    (rf"(?:(?:`?\w+`?\.)?`?__ws`?|min\({_MICROS}\))", "window_start"))]
+
+
+def user_bounds(text: str) -> str:
+    """``text`` with the expressions sqlwin computes window bounds with read as the bounds' names."""
+    text = _STRUCT_BOUND.sub(lambda m: f"window_{m.group(1)}", text)
+    for pattern, name in _ROUTE_BOUNDS:
+        text = pattern.sub(name, text)
+    return text
 _PARAM_KEYS = ("objectName", "routineName", "relationName", "functionName", "expression", "sqlExpr",
                "name", "fieldName", "columnName", "tableName", "viewName", "condition")
 
@@ -113,7 +136,7 @@ def clean_message(message: str, text: str) -> str:
                 kept.append(shown)
         return f"{m.group(1)}[{', '.join(kept)}]{m.group(3)}" if kept else ""
 
-    message = _STRUCT_BOUND.sub(lambda m: f"window_{m.group(1)}", message)
+    message = user_bounds(message)
     message = _SUGGESTIONS.sub(rewrite_list, message)
     # qualifiers sqlwin invented (`__w3`.`k`, __r.k) read as the bare column
     message = re.sub(r"`(__\w*)`\.", lambda m: "" if internal(m.group(1)) else m.group(0), message)
@@ -185,7 +208,7 @@ def _snippets(failure: SparkFailure) -> list[str]:
             found.append(value)
     variants: list[str] = []
     for snippet in found:
-        bounds = _STRUCT_BOUND.sub(lambda m: f"window_{m.group(1)}", snippet)  # the grouped window struct
+        bounds = user_bounds(snippet)  # the grouped window struct, a route's bounds
         for variant in (snippet, bounds, *([bounds[1:-1]] if bounds[:1] == "(" and bounds[-1:] == ")" else [])):
             if variant not in variants:
                 variants.append(variant)

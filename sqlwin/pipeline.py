@@ -11,6 +11,7 @@ from sqlglot.tokens import TokenType
 
 from sqlwin import diagnostics, dialect
 from sqlwin.backends.base import WindowCompiler
+from sqlwin.dialect import SPARK_SQL_MARK
 from sqlwin.errors import SqlwinError
 from sqlwin.gcpause import collector_paused
 from sqlwin.plan import statements as st
@@ -154,12 +155,6 @@ def execute_statement(spark: Any, text: str, plan: str = "auto") -> StatementRes
         return StatementResult(text, df, message=compiled.sql, rewritten=compiled.sql)
     rewritten = None if isinstance(compiled.plan, st.Passthrough) else compiled.sql
     return StatementResult(text, diagnostics.run_sql(spark, compiled.sql, text, rewritten), rewritten=rewritten)
-
-
-# In Spark SQL that sqlwin writes for Spark to keep and parse again (a streaming table's view), so that the JDBC
-# server's parser hook passes it unchanged: it is plain Spark SQL, which sqlwin's dialect need not know all of
-# (``fmt.`path` WITH (options)``), and its words (a COMMENT saying "streaming table") are no sqlwin syntax.
-SPARK_SQL_MARK = "/* sqlwin: Spark SQL */"
 
 
 def spark_sql_for(spark: Any, text: str) -> str:

@@ -30,6 +30,11 @@ class Sqlwin(Spark):
 
 _DIALECT = Sqlwin()
 
+# In Spark SQL that sqlwin writes for Spark to keep and parse again (a streaming table's view), so that the JDBC
+# server's parser hook passes it unchanged: it is plain Spark SQL, which this dialect need not know all of
+# (``fmt.`path` WITH (options)``), and its words (a COMMENT saying "streaming table") are no sqlwin syntax.
+SPARK_SQL_MARK = "/* sqlwin: Spark SQL */"
+
 
 def _position(sql: str, offset: int) -> tuple[int, int]:
     offset = max(0, min(offset, len(sql)))

@@ -27,7 +27,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from sqlwin.pipeline import SPARK_SQL_MARK
+from sqlwin.dialect import SPARK_SQL_MARK
 from sqlwin.streaming import storage
 from sqlwin.streaming.compaction import Manifest, batch_numbers
 
