@@ -84,9 +84,16 @@ def run_json(script: str, env: Mapping[str, str], cwd: Path, timeout: float,
 
 # -- a standalone cluster from the wheel ----------------------------------------------------------------------
 # the custom path's windows in Spark whatever their number (``keyedstate``): the executors step them
+# The JVMs of a cluster test (its drivers, the standalone daemons and executors) each live a minute or so: with
+# the C1 compiler only they spend far less CPU compiling than C2 does, which on 2 busy cores is most of their cost
+# (the SIGKILL test, 3 drivers and a cluster: 232 s -> 127 s). Long-lived JVMs (the test session's, a shared
+# server's) keep the default compilers, as users run them.
+SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1"
+SHORT_LIVED_ENV = {"SPARK_SUBMIT_OPTS": SHORT_LIVED_JVM, "SPARK_DAEMON_JAVA_OPTS": SHORT_LIVED_JVM}  # driver, daemon
+
 CLUSTER_CONF = {"spark.driver.memory": "1g", "spark.executor.memory": "512m", "spark.executor.cores": "1",
                 "spark.cores.max": "2", "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
-                "sqlwin.streaming.state": "executors"}
+                "spark.executor.extraJavaOptions": SHORT_LIVED_JVM, "sqlwin.streaming.state": "executors"}
 
 
 def _spark_class(cls: str, *args: str, log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -112,7 +119,7 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
 def standalone_cluster(folder: Path) -> Iterator[str]:
     """A standalone master and two 1-core workers on 127.0.0.1 (free ports), logs and work folders in
     ``folder``; yields the master URL, and always tears the cluster down. A driver uses ``CLUSTER_CONF``."""
-    env = base_env(SPARK_HOME=spark_home(), SPARK_NO_DAEMONIZE="1", SPARK_DAEMON_MEMORY="512m")
+    env = base_env(SPARK_HOME=spark_home(), SPARK_NO_DAEMONIZE="1", SPARK_DAEMON_MEMORY="512m", **SHORT_LIVED_ENV)
     port = free_port()
     folder.mkdir(parents=True, exist_ok=True)
     procs = [_spark_class("org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.proctools import ROOT, base_env, run_json, standalone_cluster
+from tests.proctools import ROOT, SHORT_LIVED_ENV, base_env, run_json, standalone_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -24,13 +24,12 @@ import json, os, sys, time
 t0 = time.monotonic()
 sys.path.insert(0, sys.argv[2])  # the repo: the driver imports the tests' data and tools
 from sqlwin.session import local_session
+from tests.proctools import CLUSTER_CONF
 from tests.difftools import EVENTS, load, on_duckdb, on_spark
 from tests.test_differential import BID_COLUMNS, BIDS, EDGE, agg
 import duckdb
 
-spark = local_session("sqlwin-cluster", master=sys.argv[1], conf={
-    "spark.driver.memory": "1g", "spark.executor.memory": "512m", "spark.executor.cores": "1",
-    "spark.cores.max": "2", "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
+spark = local_session("sqlwin-cluster", master=sys.argv[1], conf=CLUSTER_CONF)
 sc = spark.sparkContext
 deadline = time.monotonic() + 60
 while sc._jsc.sc().getExecutorMemoryStatus().size() < 3 and time.monotonic() < deadline:  # driver + 2
@@ -98,7 +97,8 @@ def test_differential_subset_on_a_standalone_cluster(cluster: str, tmp_path: Pat
     python = tmp_path / "executor-python"  # the executors' interpreter: the venv's, without sqlwin
     python.write_text(f'#!/bin/sh\nPYTHONPATH="{blocker}${{PYTHONPATH:+:$PYTHONPATH}}" exec "{sys.executable}" "$@"\n')
     python.chmod(0o755)
-    out = run_json(DRIVER, base_env(PYSPARK_PYTHON=str(python)), tmp_path, timeout=240, args=[cluster, str(ROOT)])
+    env = base_env(PYSPARK_PYTHON=str(python), **SHORT_LIVED_ENV)
+    out = run_json(DRIVER, env, tmp_path, timeout=240, args=[cluster, str(ROOT)])
 
     assert out["executors"] == 2
     # tasks ran in both workers' executors, whose Python could not import sqlwin

@@ -31,7 +31,7 @@ import pytest
 
 import sqlwin
 from sqlwin.streaming import catalog
-from tests.proctools import CLUSTER_CONF, ROOT, base_env, standalone_cluster
+from tests.proctools import CLUSTER_CONF, ROOT, SHORT_LIVED_ENV, base_env, standalone_cluster
 from tests.streamtools import Feeder, rows_of, ts
 from tests.test_streaming import BATCHES, at
 
@@ -169,7 +169,7 @@ class Driver:
                                         sink=SINK_COLUMNS, late=LATE_COLUMNS))
         deployed = {"SQLWIN_MASTER": master} if master else {}
         env = base_env(SQLWIN_STREAMING_DIR=str(root), DRIVER_CONF=json.dumps(conf or {}), **deployed,
-                       **{k.upper(): str(v) for k, v in kill.items()})
+                       **SHORT_LIVED_ENV, **{k.upper(): str(v) for k, v in kill.items()})
         self.log = open(work / "log.txt", "w+")  # noqa: SIM115 (closed in finish)
         # no `nice` here: the child inherits pytest's, and a second one starves its Python workers past Spark's
         # fixed 10 s connect-back timeout on a loaded machine
