@@ -25,6 +25,8 @@ _NAME = rf"{_QUOTED}(?:\.{_QUOTED})*"
 _SUGGESTIONS = re.compile(r"(Did you mean one of the following\?\s*)\[([^\]]*)\](\.?\s*)")
 _SPARK_POS = re.compile(r";?\s*line (\d+) pos (\d+);?\s*$")
 _STRUCT_BOUND = re.compile(r"`?__w`?\.`?(start|end)`?")  # spark_groupby's window struct
+_PARAM_KEYS = ("objectName", "routineName", "relationName", "functionName", "expression", "sqlExpr",
+               "name", "fieldName", "columnName", "tableName", "viewName", "condition")
 
 
 def _route_bound(micros: str) -> str:
@@ -48,8 +50,6 @@ def user_bounds(text: str) -> str:
     for pattern, name in _ROUTE_BOUNDS:
         text = pattern.sub(name, text)
     return text
-_PARAM_KEYS = ("objectName", "routineName", "relationName", "functionName", "expression", "sqlExpr",
-               "name", "fieldName", "columnName", "tableName", "viewName", "condition")
 
 
 @dataclass
