@@ -40,6 +40,16 @@ def put_commit(op, old: dict) -> None:
     (folder / f"{batch}.json").write_text(json.dumps({**old["state"], "end": True}), encoding="utf-8")
 
 
+def since_v1(commit: dict) -> dict:
+    """A commit without what the format gained since v1: a window's ``end_timer_fired`` (written only when set;
+    an old commit has none, which reads as not set)."""
+    windows = commit["state"].get("windows")
+    if not windows:
+        return commit
+    plain = [[k, s, e, {f: v for f, v in st.items() if f != "end_timer_fired"}] for k, s, e, st in windows]
+    return {**commit, "state": {**commit["state"], "windows": plain}}
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_an_old_commit_resumes_to_the_old_results(spark, tmp_path, name):
     old = OLD[name]
@@ -51,7 +61,7 @@ def test_an_old_commit_resumes_to_the_old_results(spark, tmp_path, name):
         drive(spark, first, name, range(CUT + 1), end=False)
     finally:
         spark.conf.unset(STATE_CONF)
-    assert committed(first) == {k: old[k] for k in ("batch", "state", "windows_table")}
+    assert since_v1(committed(first)) == {k: old[k] for k in ("batch", "state", "windows_table")}
     put_commit(first, old)
     resumed = operator(spark, name, folder)  # keyed state by default: the old commit's windows go on in the driver
     assert not isinstance(resumed.panes, KeyedPanes)

@@ -577,6 +577,22 @@ def test_serialization_and_idle_calls_change_nothing(scenario):
     assert simulate(*scenario, idle_calls=True)[:2] == expected
 
 
+def test_a_watermark_sub_trigger_started_after_the_end_waits_for_a_row():
+    """Found by the property above: AFTER EACH (AFTER WATERMARK, AFTER WATERMARK), lateness 5. The first fires
+    ON_TIME when the watermark reaches 40; the end-of-window timer has then gone off (Beam fires a timer once),
+    so the second waits for a row: the late row at 30 fires it (a final LATE pane). It used to fire, empty, at
+    the next call without rows (a no-data micro-batch), closing the window, so the late row was dropped as
+    ``window closed`` or not depending on whether such a micro-batch came between."""
+    both = plan.AfterEach((plan.AfterWatermark(), plan.AfterWatermark()))
+    scenario = ("tumble", both, plan.AccumulationMode.ACCUMULATING, 5, 0, [[("k", 30), ("k", 40)], [], [("k", 30)]],
+                [0, 0, 0])
+    for idle_calls in (False, True):
+        panes, dropped, _, _ = simulate(*scenario, idle_calls=idle_calls)
+        assert dropped == {}
+        assert [(p.index, p.timing, p.is_final, p.new_rows) for p in panes[("k", 30, 40)]] == [
+            (0, ON_TIME, False, ([0, 30],)), (1, LATE, True, ([2, 30],))]
+
+
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(), st.sampled_from(["default", "final", "never"]))
 def test_one_final_pane_per_window(scenario, kind):

@@ -153,12 +153,17 @@ class WindowState:
     had_on_time_rows: bool = False  # a row arrived while watermark < end (so an ON_TIME pane exists)
     closed: bool = False  # the trigger finished: a tombstone until the cleanup time
     expired: bool = False
+    # the end-of-window timer went off (the window was evaluated at watermark >= end): as in Beam, a timer
+    # fires once, so afterwards only rows, processing-time timers and the expiry make the trigger look again
+    end_timer_fired: bool = False
 
     def to_dict(self) -> dict:
         return {"start": self.start, "end": self.end, "trigger": self.trigger.to_dict(),
                 "emitted": list(self.emitted), "pending": list(self.pending), "next_index": self.next_index,
                 "non_early_emitted": self.non_early_emitted, "had_on_time_rows": self.had_on_time_rows,
-                "closed": self.closed, "expired": self.expired}
+                "closed": self.closed, "expired": self.expired,
+                # added after the first format: written when set, and a commit without it reads as not set
+                **({"end_timer_fired": True} if self.end_timer_fired else {})}
 
     @classmethod
     def from_dict(cls, data: dict) -> WindowState:
@@ -255,6 +260,8 @@ class PaneDriver:
         if state.closed:
             return Timers(cleanup, None)
         event, proc = self.machine.timers(self._context(state, MIN_TIME, MIN_TIME))
+        if state.end_timer_fired:  # the trigger's event-time timer is the window's end: gone off already
+            event = None
         return Timers(cleanup if event is None else min(event, cleanup), proc)
 
     def process(self, state: WindowState, rows: Iterable, watermark: int, processing_time: int,
@@ -278,12 +285,15 @@ class PaneDriver:
             self.machine.on_element(ctx)
         pane = None
         live = not (state.closed or state.expired)
-        if live and (added or expiring or self._timer_due(ctx)) and self.machine.should_fire(ctx):
+        if live and (added or expiring or self._timer_due(ctx, state)) and self.machine.should_fire(ctx):
             finished = self.machine.on_fire(ctx)
             pane = self._emit(state, watermark, final=finished or expiring, fired=True,
                               by_watermark=ctx.end_of_window or (expiring and self._fires_at_expiry))
             if finished:
                 self._close(state)
+        # the end-of-window timer goes off once: a sub-trigger that starts after it (the second AFTER WATERMARK
+        # of an AFTER EACH) waits for a row, so a call without one changes nothing, as Beam's trigger does
+        state.end_timer_fired = state.end_timer_fired or watermark >= state.end
         if expiring and not state.expired:
             if pane is None and state.pending:
                 pane = self._emit(state, watermark, final=True, fired=False, by_watermark=self._fires_at_expiry)
@@ -324,9 +334,10 @@ class PaneDriver:
             return [], tuple(Dropped(r, DROP_CLOSED) for r in rows)
         return rows, ()
 
-    def _timer_due(self, ctx: TriggerContext) -> bool:
+    def _timer_due(self, ctx: TriggerContext, state: WindowState) -> bool:
         event, proc = self.machine.timers(ctx)
-        return (event is not None and ctx.watermark >= event) or (proc is not None and ctx.processing_time >= proc)
+        return (event is not None and not state.end_timer_fired and ctx.watermark >= event) or \
+            (proc is not None and ctx.processing_time >= proc)
 
     def _timing(self, state: WindowState, watermark: int, by_watermark: bool) -> plan.PaneTiming:
         """GRAMMAR 4 (Beam's PaneInfo): EARLY while ``W < window_end``; ON_TIME only for the one pane fired
