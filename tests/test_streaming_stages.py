@@ -14,6 +14,8 @@ from streamtools import T0, Feeder, stream_env, ts
 import sqlwin
 from sqlwin.errors import SqlwinError
 from sqlwin.streaming import catalog
+from sqlwin.streaming.state import StateStore
+from sqlwin.streaming.windowjoin import JoinStage
 
 S = 1_000_000
 
@@ -67,7 +69,23 @@ PANE = ["pane_index", "pane_timing", "is_final"]
 
 
 def test_window_join_and_cascade_live_and_replayed(spark, tmp_path, monkeypatch, request):
-    """Live, stopped and started again midway (the same panes, micro-batch numbers and late rows), then replayed."""
+    """Live, with the join dying inside its first commit that keeps side panes (the sides' stages committed
+    that micro-batch: the same statement resumes it, the join reading their panes back), stopped and started
+    again midway (the same panes, micro-batch numbers and late rows), then replayed."""
+    crash = {"done": False}
+    commit = StateStore.commit
+
+    def crashing_commit(self, batch, data):
+        if not crash["done"] and self.root.endswith("join/sqlwin") and any(data.get("retained", [])):
+            crash["done"] = True
+            raise RuntimeError("crash inside the join's commit")
+        commit(self, batch, data)
+
+    monkeypatch.setattr(StateStore, "commit", crashing_commit)
+    read_back = []  # the sides' folders the resumed join read back (this run did not write them)
+    measure = JoinStage._measure
+    monkeypatch.setattr(JoinStage, "_measure", staticmethod(lambda spark, path: read_back.append(
+        measure(spark, path)) or read_back[-1]))
     with stream_env(spark, tmp_path, monkeypatch, request.node.name):
         name = "s_stages"
         folder = tmp_path / "in2"
@@ -91,8 +109,16 @@ def test_window_join_and_cascade_live_and_replayed(spark, tmp_path, monkeypatch,
                 sqlwin.sql(spark, "STOP STREAMING TABLE stages_join")
                 sqlwin.sql(spark, "STOP STREAMING TABLE stages_cascade")
                 joined, cascade = start()
-            joined.process_all_available()
+            try:
+                joined.process_all_available()
+            except SqlwinError:
+                assert crash["done"] and joined.status().status == "failed"
+                joined.stop()
+                sqlwin.sql(spark, statements[0])
+                joined = catalog.find_table("stages_join")
+                joined.process_all_available()
             cascade.process_all_available()
+        assert crash["done"] and any(rows for rows, _ in read_back)
         live_join = _rows(spark.table("stages_join"), ["lk", "rk", "s", "c", "ws", *PANE, "micro_batch"])
         live_cascade = _rows(spark.table("stages_cascade"), ["window_start", "window_end", "total",
                                                                 "inner_windows", *PANE, "micro_batch"])

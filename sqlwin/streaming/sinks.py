@@ -135,6 +135,10 @@ class BatchSink:
         self._view_sql: str | None = None  # the definition last given to the catalog
         self.stop_gate = CatalogGate()  # see sqlwin.streaming.stopping; a table's sinks share one
         self._whole: set[int] = set()  # micro-batch folders seen whole (a write or a clear forgets its own)
+        # a TIMESTAMP column whose largest value (in microseconds) each write also measures, with its row count:
+        # a window join reads its sides' panes by it (``written``: this process's writes, by micro-batch)
+        self.largest_micros: str | None = None
+        self.written: dict[int, tuple[int, int | None]] = {}
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "writes_here": False}  # pickled to a Spark Connect server: it writes there
@@ -171,8 +175,14 @@ class BatchSink:
         self._whole.discard(batch)
         target = self.batch_path(batch)
         observation = Observation()  # counted by the writing job itself: no second job, any format
-        self.writer(df.observe(observation, F.count(F.lit(1)).alias("rows"))).save(target)
-        if int(observation.get["rows"]) == 0:  # most no-data micro-batches of the native path emit nothing
+        measures = [F.count(F.lit(1)).alias("rows")]
+        if self.largest_micros is not None:
+            measures.append(F.max(F.unix_micros(F.col(self.largest_micros))).alias("largest"))
+        self.writer(df.observe(observation, *measures)).save(target)
+        measured = observation.get
+        if self.largest_micros is not None:
+            self.written[batch] = (int(measured["rows"]), measured["largest"])
+        if int(measured["rows"]) == 0:  # most no-data micro-batches of the native path emit nothing
             self.clear(batch)
         elif self.compactor is not None:
             self.compactor.wrote(batch)

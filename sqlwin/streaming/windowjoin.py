@@ -49,6 +49,8 @@ class JoinStage:
         self.retained_rows: list[dict[int, int]] = [{} for _ in join.sides]  # side folder -> its pane rows
         self.released: dict[str, int] = {}  # "start,end" -> panes the join emitted, while LATE panes may come
         self.counters = {"panes": 0, "micro_batches": 0}
+        for output in side_outputs:  # each side's write measures what the join keeps of it: no job to read it
+            output.largest_micros = HIDDEN_BOUNDS[1]
         self._restore()
         self._views(spark, spark.createDataFrame([], PANES_SCHEMA))
         self.sink.set_schema(spark.sql(self.sql).schema)
@@ -103,8 +105,6 @@ class JoinStage:
     def step(self, spark: Any, side_batches: list[int | None], source_batch: int | None = None) -> int:
         """Micro-batch ``source_batch``: the sides' new panes (their output micro-batch numbers), the windows
         joined; returns how many windows were joined."""
-        from pyspark.sql import functions as F
-
         if source_batch is not None and source_batch <= self.last_source_batch:
             return 0
         batch = self.next_batch
@@ -112,11 +112,13 @@ class JoinStage:
         self.in_force = watermark
         new: list[int | None] = [None] * len(side_batches)
         for i, n in enumerate(side_batches):
-            path = self.side_outputs[i].batch_path(n) if n is not None else None
-            if path is not None and storage.exists(path):
-                row = spark.read.parquet(path).agg(F.max(F.unix_micros(HIDDEN_BOUNDS[1])), F.count(F.lit(1))).first()
-                self.retained[i][n] = int(row[0]) if row[0] is not None else MIN_TIME
-                self.retained_rows[i][n] = int(row[1])
+            if n is None:
+                continue
+            output = self.side_outputs[i]
+            rows, largest = output.written.pop(n, None) or self._measure(spark, output.batch_path(n))
+            if rows:
+                self.retained[i][n] = int(largest) if largest is not None else MIN_TIME
+                self.retained_rows[i][n] = rows
                 new[i] = n
         windows = self._windows(spark, previous, watermark, new)
         if windows:
@@ -135,6 +137,17 @@ class JoinStage:
         elif source_batch is not None:
             self.last_source_batch = source_batch
         return len(windows)
+
+    @staticmethod
+    def _measure(spark: Any, path: str) -> tuple[int, int | None]:
+        """(rows, largest window end) of a side's folder that another run wrote (a micro-batch run again after a
+        crash whose side stage had committed it): read back; no folder, no rows."""
+        from pyspark.sql import functions as F
+
+        if not storage.exists(path):
+            return 0, None
+        row = spark.read.parquet(path).agg(F.count(F.lit(1)), F.max(F.unix_micros(HIDDEN_BOUNDS[1]))).first()
+        return int(row[0]), row[1]
 
     def _windows(self, spark: Any, previous: int, watermark: int, new: list[int | None]) -> list[tuple]:
         """The windows this micro-batch joins, each with its pane: ON_TIME where the watermark passed its end
