@@ -57,7 +57,15 @@ def start(spark, sql: str):
     return catalog.find_table(name)
 
 
-def test_lateness_late_panes_and_late_rows(spark, env):
+def test_lateness_late_panes_and_late_rows(spark, env, monkeypatch):
+    """Also: a micro-batch of ticks alone (the no-data batches that fire [0, 10) and [10, 20)) is known to have
+    no rows from Spark's plan of it, and stepped without a Spark job over it (no fused scan)."""
+    from sqlwin.streaming import fusedscan, sources
+
+    only_ticks, scan = sources.only_ticks, fusedscan.FusedScan.__init__
+    answers, scans = [], []
+    monkeypatch.setattr(sources, "only_ticks", lambda *a: answers.append(only_ticks(*a)) or answers[-1])
+    monkeypatch.setattr(fusedscan.FusedScan, "__init__", lambda *a: scans.append(1) or scan(*a))
     s, feeder = env
     table = start(spark, f"""CREATE STREAMING TABLE late_out AS
         SELECT window_start, window_end, k, SUM(v) AS s, COUNT(*) AS c
@@ -80,6 +88,7 @@ def test_lateness_late_panes_and_late_rows(spark, env):
     status = table.status()
     # [30, 40) is still open with its one row; [0, 10) and [10, 20) expired and their rows are gone
     assert (status.rows_in, status.late_rows_dropped, status.open_windows, status.state_rows) == (7, 1, 1, 1)
+    assert (answers.count(False), answers.count(True), len(scans)) == (len(BATCHES), 2, len(BATCHES))
 
 
 def test_native_path_default_emission(spark, env):

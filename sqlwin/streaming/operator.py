@@ -50,7 +50,7 @@ from sqlwin.streaming.partials import Decomposition, decompose
 from sqlwin.streaming.rowstore import StoredRows
 from sqlwin.streaming.sessions import SessionAssigner
 from sqlwin.streaming.sinks import BatchSink
-from sqlwin.streaming.sources import TickFile, without_ticks
+from sqlwin.streaming.sources import TickFile, batch_rows
 from sqlwin.streaming.state import StateStore, now_micros
 from sqlwin.streaming.stopping import NEVER, StoppableBatches
 from sqlwin.streaming.timewindows import TimeWindowAssigner
@@ -206,7 +206,10 @@ class MicroBatchOperator(StoppableBatches):
             self._ask_for_next_batch(source_batch)
             return
         processing_time = self.store.begin(source_batch, self.clock())
-        data = without_ticks(batch_df)
+        data = batch_rows(self.spark, batch_df, source_batch)
+        if data is None:  # only ticks: a no-data micro-batch, no Spark job reads it
+            self.step(batch_df.sparkSession, None, processing_time, source_batch=source_batch)
+            return
         if self._scanner() is not None:  # one Spark job reads the micro-batch: no copy of it in memory
             self.step(batch_df.sparkSession, data, processing_time, source_batch=source_batch)
             return

@@ -250,3 +250,37 @@ def without_ticks(batch_df: Any) -> Any:
     if TICK_COLUMN not in batch_df.columns:
         return batch_df
     return batch_df.where(F.col(TICK_COLUMN).isNull()).drop(TICK_COLUMN)
+
+
+def batch_rows(spark: Any, batch_df: Any, batch_id: int) -> Any:
+    """The micro-batch's rows without the ticks, or None when it provably has none: a no-data micro-batch,
+    which the operator then steps as one (as replay does) instead of running Spark jobs over nothing."""
+    return None if only_ticks(spark, batch_id) else without_ticks(batch_df)
+
+
+def only_ticks(spark: Any, batch_id: int) -> bool:
+    """Whether micro-batch ``batch_id`` of the query running in this thread read no row from any stream, known
+    without a Spark job: Spark plans a source with no new offsets as an empty ``LocalRelation`` (its other
+    sources read files or their own relations), and the micro-batch's plan is the query's ``lastExecution``
+    (``foreachBatch`` gets it already planned, as an RDD). Anything unexpected (another Spark, a Spark Connect
+    server's worker, another batch's plan) answers False: the micro-batch is then read as a data batch."""
+    try:
+        query_id = spark.sparkContext.getLocalProperty("sql.streaming.queryId")
+        if query_id is None:
+            return False
+        execution = spark._jsparkSession.streams().get(query_id).streamingQuery().lastExecution()
+        if execution.currentBatchId() != batch_id:
+            return False
+        leaves = execution.logical().collectLeaves()
+        for i in range(leaves.size()):
+            leaf = leaves.apply(i)
+            if leaf.getClass().getSimpleName() == "LocalRelation":
+                if not leaf.data().isEmpty():
+                    return False
+                continue
+            output = leaf.output()  # the tick source reads files; it alone has just the tick column
+            if output.size() != 1 or output.apply(0).name() != TICK_COLUMN:
+                return False
+        return True
+    except Exception:  # any doubt: the micro-batch is read as a data batch
+        return False

@@ -28,7 +28,7 @@ from sqlwin.plan.statements import CreateReplayStream, StreamColumn
 from sqlwin.streaming import storage
 from sqlwin.streaming.operator import MicroBatchOperator
 from sqlwin.streaming.sinks import BatchSink
-from sqlwin.streaming.sources import SOURCE_COLUMN, TickFile, without_ticks
+from sqlwin.streaming.sources import SOURCE_COLUMN, TickFile, batch_rows
 from sqlwin.streaming.stages import PANES, Stage, StagedShape
 from sqlwin.streaming.state import now_micros
 from sqlwin.streaming.stopping import NEVER, StoppableBatches
@@ -106,7 +106,8 @@ class StagedOperator(StoppableBatches):
     # -- the foreachBatch entry point (run_batch: StoppableBatches) ---------------------------------
     def _run_batch(self, batch_df: Any, source_batch: int) -> None:
         processing_time = self.store.begin(source_batch, self.clock())
-        self.step(batch_df.sparkSession, without_ticks(batch_df), processing_time, source_batch=source_batch)
+        self.step(batch_df.sparkSession, batch_rows(self.spark, batch_df, source_batch), processing_time,
+                  source_batch=source_batch)
 
     def stream_marks(self) -> dict[str, StreamMark]:
         """Each stream's marks, from the stage that reads it."""
