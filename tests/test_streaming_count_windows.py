@@ -378,7 +378,7 @@ sessions_in = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 40), st.sampl
                        min_size=1, max_size=16)
 
 
-@settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
 @given(rows=sessions_in, gap=st.integers(1, 6), max_duration=st.integers(2, 12))
 def test_max_duration_replay_equals_batch(spark, rows, gap, max_duration):
     """Rows in any order over micro-batches, with a watermark so far behind that nothing fires or is late before
