@@ -86,8 +86,10 @@ def run_json(script: str, env: Mapping[str, str], cwd: Path, timeout: float,
 # the custom path's windows in Spark whatever their number (``keyedstate``): the executors step them
 # The JVMs of a cluster test (its drivers, the standalone daemons and executors) each live a minute or so: with
 # the C1 compiler only they spend far less CPU compiling than C2 does, which on 2 busy cores is most of their cost
-# (the SIGKILL test, 3 drivers and a cluster: 232 s -> 127 s). Long-lived JVMs (the test session's, a shared
-# server's) keep the default compilers, as users run them.
+# (the SIGKILL test, 3 drivers and a cluster: 232 s -> 127 s). So do the servers and CLIs one test file starts
+# (tests/test_connect.py's Connect servers, tests/test_server_resume.py's and tests/test_service.py's processes).
+# Long-lived JVMs (the test session's, tests/servertools.py's shared server) keep the default compilers, as users
+# run them.
 SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1"
 SHORT_LIVED_ENV = {"SPARK_SUBMIT_OPTS": SHORT_LIVED_JVM, "SPARK_DAEMON_JAVA_OPTS": SHORT_LIVED_JVM}  # driver, daemon
 

@@ -7,7 +7,9 @@ again) fed file by file, and replay, compared with hand-worked panes, the batch 
 Clients run in subprocesses: a Connect client cannot share a Python process with the classic
 session of tests/conftest.py. One server (the wheel's ``SparkConnectServer`` on a free loopback
 port) serves the remote checks; ``remote("local[2]")`` (the client starts its own in-process server
-on Spark's fixed port 15002, hence the lock) is checked once more on its own.
+on Spark's fixed port 15002, hence the lock) is checked once more on its own. That check and the server
+without sqlwin share nothing with the module's server: they run in a background thread meanwhile
+(``side_runs``), their tests check what they returned.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import signal
 import subprocess
 import sys
 import sysconfig
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +31,7 @@ import duckdb
 import pytest
 
 import sqlwin
-from tests.proctools import ROOT, base_env, free_port, run_json, spark_home, wait_for_port
+from tests.proctools import ROOT, SHORT_LIVED_ENV, base_env, free_port, run_json, spark_home, wait_for_port
 
 pytestmark = pytest.mark.slow
 
@@ -81,7 +84,10 @@ def connect_server(tmp: Path, python: str, cwd: Path | None = None, **env: str) 
     for key, value in {"spark.connect.grpc.binding.address": "127.0.0.1", "spark.connect.grpc.binding.port": port,
                        "spark.sql.session.timeZone": "UTC", "spark.ui.enabled": "false",
                        "spark.sql.shuffle.partitions": "4", "spark.log.structuredLogging.enabled": "false",
-                       "spark.driver.memory": "1g", "spark.log.level": "WARN"}.items():
+                       "spark.driver.memory": "1g", "spark.log.level": "WARN",
+                       # as tests/conftest.py's session: an idle stream polled every 100 ms, not 10, takes less
+                       # CPU from the one being fed (processAllAvailable still returns once it is caught up)
+                       "spark.sql.streaming.pollingDelay": "100ms"}.items():
         cmd += ["--conf", f"{key}={value}"]
     with (tmp / "server.log").open("wb") as log:
         server = subprocess.Popen([*cmd, "spark-internal"], stdout=log, stderr=subprocess.STDOUT,
@@ -99,10 +105,32 @@ def connect_server(tmp: Path, python: str, cwd: Path | None = None, **env: str) 
             server.wait(timeout=20)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def side_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future]]:
+    """The runs of test_connect_server_without_sqlwin and test_remote_local (those selected), each with its own
+    JVM and nothing shared with the module's server, start at the module's start in one background thread, one
+    after the other, while the module's server and client work: two flows at a time on 2 cores, not one (the
+    client spends much of its time waiting on the server). Their tests check what these runs returned; every
+    run ends before the module does."""
+    selected = {item.name for item in request.session.items if getattr(item, "module", None) is request.module}
+    runs: dict[str, Callable[[Path], Any]] = {"test_connect_server_without_sqlwin": run_without_sqlwin,
+                                              "test_remote_local": run_remote_local}
+    with ThreadPoolExecutor(1, thread_name_prefix="connect-side-run") as pool:
+        yield {name: pool.submit(run, tmp_path_factory.mktemp(name)) for name, run in runs.items() if name in selected}
+
+
+def side_run(side_runs: dict[str, Future], name: str, run: Callable[[Path], Any], tmp_path: Path) -> Any:
+    """What the background run ``name`` returned (run here if it was not started in the background)."""
+    return side_runs[name].result() if name in side_runs else run(tmp_path)
+
+
 @pytest.fixture(scope="module")
 def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """One server for the module, its Python workers on this interpreter (which imports sqlwin)."""
-    with connect_server(tmp_path_factory.mktemp("connect"), sys.executable) as url:
+    """One server for the module, its Python workers on this interpreter (which imports sqlwin). Its JVM lives
+    for the module's client only (a minute or two), C1 only (``SHORT_LIVED_ENV``): measured side by side on the
+    shared 2-core machine (load average 18), the client's run took 248 s instead of 354, 133 s of CPU instead of
+    161."""
+    with connect_server(tmp_path_factory.mktemp("connect"), sys.executable, **SHORT_LIVED_ENV) as url:
         yield url
 
 
@@ -151,11 +179,17 @@ def test_connect_plain_sql_table_functions(remote_results: dict[str, Any]) -> No
     assert remote_results["plain_sql"] == [10, 10]
 
 
-def test_remote_local(tmp_path: Path) -> None:
-    """``remote("local[2]")``: the client starts a local Connect server in its own process."""
+def run_remote_local(tmp_path: Path) -> dict[str, Any]:
+    """The quick batch checks over ``remote("local[2]")``. Its JVM (the client's, serving only these few
+    queries) compiles with C1 only (``SHORT_LIVED_ENV``): less CPU for a JVM that lives seconds."""
     with open(os.path.join(os.environ.get("TMPDIR", "/tmp"), "sqlwin-spark-connect-15002.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # Spark's fixed port: one such test at a time on this machine
-        out = _run_client("local[2]", tmp_path, "quick", PYSPARK_PYTHON=sys.executable)
+        return _run_client("local[2]", tmp_path, "quick", PYSPARK_PYTHON=sys.executable, **SHORT_LIVED_ENV)
+
+
+def test_remote_local(side_runs: dict[str, Future], tmp_path: Path) -> None:
+    """``remote("local[2]")``: the client starts a local Connect server in its own process."""
+    out = side_run(side_runs, "test_remote_local", run_remote_local, tmp_path)
     assert out["session"] == "pyspark.sql.connect.session"
     _assert_same(out["results"])
     assert [r["plan"] for r in out["results"]] == ["auto", "auto"]
@@ -311,18 +345,25 @@ def python_without_sqlwin(tmp: Path) -> str:
     return str(python)
 
 
-def test_connect_server_without_sqlwin(tmp_path: Path) -> None:
-    """A Connect server whose Python cannot import sqlwin: a streaming table (either path) is refused at start
-    with a SqlwinError that says what to install where, and nothing keeps running; batch plans, UDTF plans
-    included, and replay still run (they need no sqlwin on the server)."""
+def run_without_sqlwin(tmp_path: Path) -> tuple[str, dict[str, Any]]:
+    """NO_SQLWIN_CLIENT against a server whose Python cannot import sqlwin: (the import probe's stderr, the
+    client's RESULT). The server's JVM, which lives for these few queries, compiles with C1 only."""
     python = python_without_sqlwin(tmp_path)
     probe = subprocess.run([python, "-c", "import pyspark.sql.connect.session, pyarrow, sqlglot; import sqlwin"],
                            cwd=tmp_path, env=base_env(PYTHONPATH=""), capture_output=True, text=True, timeout=120)
-    assert "No module named 'sqlwin'" in probe.stderr, probe.stderr[-2000:]
     server_dir = tmp_path / "server"
     server_dir.mkdir()  # the server's working folder: not the repository, whose sqlwin/ a worker would import
-    with connect_server(server_dir, python, cwd=server_dir, PYTHONPATH="") as url:
+    with connect_server(server_dir, python, cwd=server_dir, PYTHONPATH="", **SHORT_LIVED_ENV) as url:
         out = run_json(NO_SQLWIN_CLIENT, base_env(), tmp_path, timeout=300, args=[url, str(tmp_path), SESSION_MAX])
+    return probe.stderr, out
+
+
+def test_connect_server_without_sqlwin(side_runs: dict[str, Future], tmp_path: Path) -> None:
+    """A Connect server whose Python cannot import sqlwin: a streaming table (either path) is refused at start
+    with a SqlwinError that says what to install where, and nothing keeps running; batch plans, UDTF plans
+    included, and replay still run (they need no sqlwin on the server)."""
+    probe, out = side_run(side_runs, "test_connect_server_without_sqlwin", run_without_sqlwin, tmp_path)
+    assert "No module named 'sqlwin'" in probe, probe[-2000:]
     for name, error in zip(("n_out", "c_out"), out["errors"], strict=True):
         assert error == (f"cannot start streaming table {name}: the Spark Connect server's Python cannot import "
                          "sqlwin. Streaming tables run sqlwin's micro-batch code inside the server (in its "

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from sqlwin.server import ServerProcess
+from tests.proctools import SHORT_LIVED_ENV
 from tests.streamtools import Feeder
 from tests.test_server import _process_tree
 from tests.test_streaming import BATCHES, at
@@ -64,9 +65,12 @@ def kill_hard(server: ServerProcess) -> None:
 
 def test_killed_server_resumes_every_running_table_exactly_once(tmp_path: Path) -> None:
     root, folder = tmp_path / "root", tmp_path / "in"
-    env = {"SQLWIN_STREAMING_DIR": str(root)}
+    # each server's JVM lives well under a minute: C1 only (tests/proctools.py, SHORT_LIVED_ENV), less CPU compiling
+    env = {"SQLWIN_STREAMING_DIR": str(root), **SHORT_LIVED_ENV}
+    # as tests/conftest.py's session: of the two tables, the idle one polls its stream every 100 ms, not 10
+    args = ["--conf", "spark.sql.streaming.pollingDelay=100ms"]
     feeder = Feeder(folder)
-    first = ServerProcess(env=env, log_path=tmp_path / "first.log").start()
+    first = ServerProcess(args=args, env=env, log_path=tmp_path / "first.log").start()
     try:
         cursor = bench.connect(first.host, first.port).cursor()
         cursor.execute(STREAM.format(folder=folder))
@@ -82,7 +86,7 @@ def test_killed_server_resumes_every_running_table_exactly_once(tmp_path: Path) 
     finally:
         kill_hard(first)
 
-    second = ServerProcess(env=env, log_path=tmp_path / "second.log").start()
+    second = ServerProcess(args=args, env=env, log_path=tmp_path / "second.log").start()
     try:
         log = second.log_path.read_text()
         assert "sqlwin serve: resumed streaming table resumed started (custom path" in log, log[-3000:]

@@ -27,6 +27,7 @@ import sqlwin
 from sqlwin import service
 from sqlwin.streaming import catalog
 from sqlwin.streaming.tables import Status
+from tests.proctools import SHORT_LIVED_ENV
 from tests.streamtools import Feeder, rows_of
 from tests.test_streaming import BATCHES, at
 
@@ -48,10 +49,13 @@ class Cli:
     """``python -m sqlwin run ...`` in its own process group; its output lines read as they come."""
 
     def __init__(self, folder: Path, *args: str):
+        # its JVM lives seconds: C1 only (tests/proctools.py, SHORT_LIVED_ENV), less CPU spent compiling
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SQLWIN_NO_PROGRESS": "1", "PYTHONUNBUFFERED": "1",
-               "SQLWIN_STREAMING_DIR": str(folder / "root"), "PYTHONPATH": str(ROOT)}
+               "SQLWIN_STREAMING_DIR": str(folder / "root"), "PYTHONPATH": str(ROOT), **SHORT_LIVED_ENV}
         env.pop("SQLWIN_DEBUG", None)
         small = ["--conf", "spark.sql.shuffle.partitions=1"]  # a few rows: one task per stage, quicker
+        # status every 0.2 s, not every 1 s: the waits for a status line, and the exit once nothing runs, end sooner
+        small += ["--refresh", "0.2"]
         self.proc = subprocess.Popen([sys.executable, "-m", "sqlwin", "run", *small, *args], cwd=folder, env=env,
                                      text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         self.lines: queue.Queue[str] = queue.Queue()
