@@ -242,7 +242,7 @@ def test_queries_of_several_windows_that_do_not_run(spark, tmp_path, monkeypatch
 
 # -- generated data: replay equals DuckDB's batch query over the rows that were not late --------------------------
 ROWS = st.lists(st.tuples(st.sampled_from(["a", "b", None]), st.integers(0, 9), st.integers(0, 40),
-                          st.sampled_from(["l", "r"])), min_size=0, max_size=10)  # a micro-batch per 1-4 rows
+                          st.sampled_from(["l", "r"])), min_size=0, max_size=14)
 
 
 def _kept(rows: list[tuple], per_file: int, size: int, delay: int) -> list[tuple]:
