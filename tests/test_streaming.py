@@ -63,9 +63,14 @@ def test_lateness_late_panes_and_late_rows(spark, env, monkeypatch):
     from sqlwin.streaming import fusedscan, sources
 
     only_ticks, scan = sources.only_ticks, fusedscan.FusedScan.__init__
-    answers, scans = [], []
-    monkeypatch.setattr(sources, "only_ticks", lambda *a: answers.append(only_ticks(*a)) or answers[-1])
-    monkeypatch.setattr(fusedscan.FusedScan, "__init__", lambda *a: scans.append(1) or scan(*a))
+    answers, scans = [], []  # (query id, answer), operator: of every table still running in the session
+
+    def told(spark, batch_id):
+        answers.append((spark.sparkContext.getLocalProperty("sql.streaming.queryId"), only_ticks(spark, batch_id)))
+        return answers[-1][1]
+
+    monkeypatch.setattr(sources, "only_ticks", told)
+    monkeypatch.setattr(fusedscan.FusedScan, "__init__", lambda self, op, *a: scans.append(op) or scan(self, op, *a))
     s, feeder = env
     table = start(spark, f"""CREATE STREAMING TABLE late_out AS
         SELECT window_start, window_end, k, SUM(v) AS s, COUNT(*) AS c
@@ -88,7 +93,8 @@ def test_lateness_late_panes_and_late_rows(spark, env, monkeypatch):
     status = table.status()
     # [30, 40) is still open with its one row; [0, 10) and [10, 20) expired and their rows are gone
     assert (status.rows_in, status.late_rows_dropped, status.open_windows, status.state_rows) == (7, 1, 1, 1)
-    assert (answers.count(False), answers.count(True), len(scans)) == (len(BATCHES), 2, len(BATCHES))
+    mine = [answer for query, answer in answers if query == str(table.query.id)]
+    assert (mine.count(False), mine.count(True), scans.count(table.operator)) == (len(BATCHES), 2, len(BATCHES))
 
 
 def test_native_path_default_emission(spark, env):
