@@ -206,11 +206,8 @@ class MicroBatchOperator(StoppableBatches):
             self._ask_for_next_batch(source_batch)
             return
         processing_time = self.store.begin(source_batch, self.clock())
-        data = batch_rows(self.spark, batch_df, source_batch)
-        if data is None:  # only ticks: a no-data micro-batch, no Spark job reads it
-            self.step(batch_df.sparkSession, None, processing_time, source_batch=source_batch)
-            return
-        if self._scanner() is not None:  # one Spark job reads the micro-batch: no copy of it in memory
+        data = batch_rows(self.spark, batch_df, source_batch)  # None: only ticks, no Spark job reads it
+        if data is None or self._scanner() is not None:  # one Spark job reads the micro-batch: no copy in memory
             self.step(batch_df.sparkSession, data, processing_time, source_batch=source_batch)
             return
         # read once from the source: the statistics, the assignment and the late rows all scan it
