@@ -139,7 +139,7 @@ class Cut:
             ranks = summary.selectExpr(f"{self.GROUP}", "n", "max_ts", "clock",
                                        f"ROW_NUMBER() OVER (ORDER BY __first, {self.GROUP}) - 1 AS {BATCH}") \
                 .localCheckpoint()
-        return ranks, ranks.orderBy(BATCH).collect()
+        return ranks, _in_batch_order(ranks)
 
     def numbered_by(self, df: Any, ranks: Any, label: str | None = None) -> Any:
         """``df`` (with the label column) with each row's ``BATCH``; NULL-safe: rows whose ``MICRO BATCH BY``
@@ -185,7 +185,13 @@ def side_by_side(spark: Any, streams: list) -> tuple[Any, list]:
                     f"AS {BATCH}").localCheckpoint()
     numbered = rows.join(F.broadcast(ranks.select("__sqlwin_g", BATCH)),
                          rows[group].eqNullSafe(ranks["__sqlwin_g"])).drop(group, "__sqlwin_g")
-    return numbered, ranks.orderBy(BATCH).collect()
+    return numbered, _in_batch_order(ranks)
+
+
+def _in_batch_order(ranks: Any) -> list:
+    """The plan: one small row per micro-batch, sorted here by its number (an int) rather than by Spark, whose
+    global sort costs a sampling job and a shuffle on top of the collect."""
+    return sorted(ranks.collect(), key=lambda r: r[BATCH])
 
 
 def _clock_of(entry: Any, has_clock: bool, operator: MicroBatchOperator | StagedOperator) -> int:
@@ -396,6 +402,8 @@ class PlannedReplay(MicroBatchOperator):
 
         if self.late_sink is None:
             return None
+        if not self.drops:  # nothing dropped: no job joins the table with an empty list
+            return self.spark.createDataFrame([], self.late_sink.schema)
         schema = f"__key string, __ws bigint, __we bigint, {BATCH} bigint, __wm bigint, reason string, " \
                  "micro_batch int"
         drops = self.spark.createDataFrame(self.drops, schema)
