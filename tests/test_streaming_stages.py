@@ -20,12 +20,13 @@ from sqlwin.streaming.windowjoin import JoinStage
 S = 1_000_000
 
 # files of (k, v, second, side); the stream's watermark is the largest ts so far minus 2 s
+# (the watermark moves after a micro-batch: no window fires and no row is late before W reaches 6, so the rows up to
+# then are one file; the LATE and late rows at W 10 share their file with the rows that move W to 29)
 FILES = [
-    [("a", 1, 1, "l"), ("a", 0, 2, "r"), ("b", 0, 3, "r")],  # W after: 1
-    [("a", 2, 6, "l"), ("a", 0, 8, "r")],                    # W after: 6
+    [("a", 1, 1, "l"), ("a", 0, 2, "r"), ("b", 0, 3, "r"), ("a", 2, 6, "l"), ("a", 0, 8, "r")],  # W after: 6
     [("b", 5, 12, "l")],                                     # W after: 10 (windows up to 10 s fire)
-    [("a", 7, 3, "l"), ("a", 3, 8, "l")],  # at W 10: [0,5) is past its lateness (late row), [5,10) takes a LATE row
-    [("a", 1, 25, "l"), ("a", 0, 31, "r")],                  # W after: 29
+    # at W 10: [0,5) is past its lateness (late row), [5,10) takes a LATE row; W after: 29
+    [("a", 7, 3, "l"), ("a", 3, 8, "l"), ("a", 1, 25, "l"), ("a", 0, 31, "r")],
     [("b", 0, 16, "r")],                                     # late for R (no lateness): dropped, counted
 ]
 
@@ -105,7 +106,7 @@ def test_window_join_and_cascade_live_and_replayed(spark, tmp_path, monkeypatch,
         feed = Feeder(folder)
         for i, rows in enumerate(FILES):
             feed.write([{"k": k, "v": v, "ts": ts(s), "side": side} for k, v, s, side in rows])
-            if i == 3:  # stopped with windows open in every stage and the join: the file waits, then resumes
+            if i == 2:  # stopped with windows open in every stage and the join: the file waits, then resumes
                 sqlwin.sql(spark, "STOP STREAMING TABLE stages_join")
                 sqlwin.sql(spark, "STOP STREAMING TABLE stages_cascade")
                 joined, cascade = start()
@@ -149,8 +150,11 @@ def test_window_join_and_cascade_live_and_replayed(spark, tmp_path, monkeypatch,
 
 
 # two streams, each with its own watermark (its largest ts - 2 s): (stream, rows (k, v, second)) in arrival order
-TWO_STREAMS = [("l", [("a", 1, 1)]), ("r", [("a", 0, 2)]), ("l", [("a", 2, 9)]), ("r", [("a", 0, 3)]),
-               ("r", [("b", 0, 12)]), ("l", [("a", 5, 2)]), ("l", [("b", 4, 14)]), ("r", [("b", 1, 20)])]
+# (a stream's watermark moves after its micro-batch: R's rows at 3 s and 12 s, and L's at 2 s and 14 s, share a file;
+# files of the two streams stay apart, as the table may run a micro-batch between two writes, and L's row at 9 s
+# comes before R's at 3 s, which the join must wait for)
+TWO_STREAMS = [("l", [("a", 1, 1)]), ("r", [("a", 0, 2)]), ("l", [("a", 2, 9)]), ("r", [("a", 0, 3), ("b", 0, 12)]),
+               ("l", [("a", 5, 2), ("b", 4, 14)]), ("r", [("b", 1, 20)])]
 TWO_JOIN = """SELECT L.k, L.s, R.c, L.ws
 FROM (SELECT k, window_start AS ws, window_end AS we, SUM(v) AS s FROM TUMBLE(TABLE s2_l, DESCRIPTOR(ts),
       INTERVAL 5 SECONDS) GROUP BY k, window_start, window_end LATE ROWS TO s2_late) L
