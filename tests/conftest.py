@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.proctools import StandaloneCluster
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ["TZ"] = "UTC"
@@ -39,6 +44,27 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
                                              "spark.sql.streaming.pollingDelay": "100ms"})
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def _shared_cluster(tmp_path_factory: pytest.TempPathFactory):
+    from tests.proctools import SharedCluster
+
+    cluster = SharedCluster(tmp_path_factory.mktemp("standalone"))
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture()
+def standalone(_shared_cluster, request: pytest.FixtureRequest) -> Iterator[StandaloneCluster]:
+    """The session's standalone cluster (tests/proctools.py, ``SharedCluster``; ``.master``, its URL): a master
+    and two 1-core workers, started once for the cluster tests (tests/test_cluster.py, tests/test_exactly_once.py)
+    and stopped after the last of them in this session's order."""
+    yield _shared_cluster.get()
+    items = request.session.items
+    later = items[items.index(request.node) + 1:] if request.node in items else []
+    if not any("standalone" in item.fixturenames for item in later):
+        _shared_cluster.stop()
 
 
 @pytest.fixture()

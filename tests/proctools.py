@@ -10,8 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -117,24 +116,69 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
             proc.wait(timeout=15)
 
 
-@contextmanager
-def standalone_cluster(folder: Path) -> Iterator[str]:
-    """A standalone master and two 1-core workers on 127.0.0.1 (free ports), logs and work folders in
-    ``folder``; yields the master URL, and always tears the cluster down. A driver uses ``CLUSTER_CONF``."""
-    env = base_env(SPARK_HOME=spark_home(), SPARK_NO_DAEMONIZE="1", SPARK_DAEMON_MEMORY="512m", **SHORT_LIVED_ENV)
-    port = free_port()
-    folder.mkdir(parents=True, exist_ok=True)
-    procs = [_spark_class("org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-                          "--webui-port", str(free_port()), log=folder / "master.log", env=env)]
-    try:
-        wait_for_port(port, 60, procs[0])
-        for i in (1, 2):
-            work = folder / f"worker{i}"
-            work.mkdir()
-            procs.append(_spark_class(
-                "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}", "--host", "127.0.0.1",
-                "--webui-port", str(free_port()), "--cores", "1", "--memory", "1g", "--work-dir", str(work),
-                log=folder / f"worker{i}.log", env=env))
-        yield f"spark://127.0.0.1:{port}"
-    finally:
+class StandaloneCluster:
+    """A standalone master and two 1-core workers on 127.0.0.1 (free ports), logs and work folders (``worker1``,
+    ``worker2``) in ``folder``. ``start`` returns the master URL at once (a driver waits for its executors);
+    ``stop`` tears the daemons down, and with them any executor still running. A driver uses ``CLUSTER_CONF``."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.master: str | None = None
+
+    def start(self) -> str:
+        env = base_env(SPARK_HOME=spark_home(), SPARK_NO_DAEMONIZE="1", SPARK_DAEMON_MEMORY="512m", **SHORT_LIVED_ENV)
+        port = free_port()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.procs = [_spark_class("org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
+                                   str(port), "--webui-port", str(free_port()), log=self.folder / "master.log",
+                                   env=env)]
+        try:
+            wait_for_port(port, 60, self.procs[0])
+            for i in (1, 2):
+                work = self.folder / f"worker{i}"
+                work.mkdir()
+                self.procs.append(_spark_class(
+                    "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}", "--host", "127.0.0.1",
+                    "--webui-port", str(free_port()), "--cores", "1", "--memory", "1g", "--work-dir", str(work),
+                    log=self.folder / f"worker{i}.log", env=env))
+        except BaseException:
+            self.stop()
+            raise
+        self.master = f"spark://127.0.0.1:{port}"
+        return self.master
+
+    def alive(self) -> bool:
+        return bool(self.procs) and all(proc.poll() is None for proc in self.procs)
+
+    def stop(self) -> None:
+        procs, self.procs, self.master = self.procs, [], None
         _stop(procs)
+
+
+class SharedCluster:
+    """The test session's standalone cluster (fixture ``standalone``, tests/conftest.py): started by the first
+    test that needs it, stopped once no later test of the session needs it (and at the session's end in any
+    case), so its master and workers start once, not once a test. Tests share only these daemons: each driver
+    is its own application, whose executors (and their Python workers, work folders) are its own and end with
+    it. A cluster with a dead daemon is not reused: a new one starts in a new folder."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.starts = 0
+        self._cluster: StandaloneCluster | None = None
+
+    def get(self) -> StandaloneCluster:
+        """The running cluster (its ``master`` URL, its ``folder``), started if need be."""
+        if self._cluster is not None and not self._cluster.alive():
+            self.stop()
+        if self._cluster is None:
+            self.starts += 1
+            self._cluster = StandaloneCluster(self.folder / f"cluster{self.starts}")
+            self._cluster.start()
+        return self._cluster
+
+    def stop(self) -> None:
+        cluster, self._cluster = self._cluster, None
+        if cluster is not None:
+            cluster.stop()

@@ -4,18 +4,18 @@ from the pyspark wheel on loopback, whose executors are separate JVMs with their
 The executors' Python cannot import sqlwin (a package that shadows it raises ImportError, first on
 their PYTHONPATH), so this also tests how sqlwin reaches executors: its UDTF code travels pickled by
 value with each plan (``udtfs.ship_by_value``); executors need only numpy and pyarrow. The driver
-runs in a subprocess (its own SparkContext); the cluster is always torn down, even on failure.
+runs in a subprocess (its own SparkContext); the cluster (the session's, shared with tests/test_exactly_once.py:
+tests/conftest.py, ``standalone``) is always torn down, even on failure.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.proctools import ROOT, SHORT_LIVED_ENV, base_env, run_json, standalone_cluster
+from tests.proctools import ROOT, SHORT_LIVED_ENV, StandaloneCluster, base_env, run_json
 
 pytestmark = pytest.mark.slow
 
@@ -82,14 +82,8 @@ spark.stop()
 BLOCKER = 'raise ImportError("sqlwin is not installed on this executor")\n'
 
 
-@pytest.fixture()
-def cluster(tmp_path: Path) -> Iterator[str]:
-    """A standalone master and two 1-core workers on 127.0.0.1 (free ports); yields the master URL."""
-    with standalone_cluster(tmp_path) as master:
-        yield master
-
-
-def test_differential_subset_on_a_standalone_cluster(cluster: str, tmp_path: Path) -> None:
+def test_differential_subset_on_a_standalone_cluster(standalone: StandaloneCluster, tmp_path: Path) -> None:
+    """On the session's standalone cluster (tests/conftest.py, ``standalone``: a master and two 1-core workers)."""
     blocker = tmp_path / "blocker"
     for package in ("sqlwin", "udtfs"):
         (blocker / package).mkdir(parents=True)
@@ -98,7 +92,7 @@ def test_differential_subset_on_a_standalone_cluster(cluster: str, tmp_path: Pat
     python.write_text(f'#!/bin/sh\nPYTHONPATH="{blocker}${{PYTHONPATH:+:$PYTHONPATH}}" exec "{sys.executable}" "$@"\n')
     python.chmod(0o755)
     env = base_env(PYSPARK_PYTHON=str(python), **SHORT_LIVED_ENV)
-    out = run_json(DRIVER, env, tmp_path, timeout=240, args=[cluster, str(ROOT)])
+    out = run_json(DRIVER, env, tmp_path, timeout=240, args=[standalone.master, str(ROOT)])
 
     assert out["executors"] == 2
     # tasks ran in both workers' executors, whose Python could not import sqlwin

@@ -24,14 +24,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 import sqlwin
 from sqlwin.streaming import catalog
-from tests.proctools import CLUSTER_CONF, ROOT, SHORT_LIVED_ENV, base_env, standalone_cluster
+from tests.proctools import CLUSTER_CONF, ROOT, SHORT_LIVED_ENV, StandaloneCluster, base_env
 from tests.streamtools import Feeder, rows_of, ts
 from tests.test_streaming import BATCHES, at
 
@@ -229,16 +229,16 @@ def sqlwin_commits(root: Path) -> int:
         if folder.is_dir() else -1
 
 
-@pytest.fixture()
-def cluster(tmp_path: Path) -> Iterator[str]:
-    with standalone_cluster(tmp_path / "cluster") as master:
-        yield master
-
-
 MOUNT = "ck"  # viewfs://ck/data is the killed runs' file system
+# A table with nothing new to read polls its sources every pollingDelay (Spark's default: 10 ms), listing their
+# folders each time; on viewfs (over Hadoop's local file system without its native library) each listed file
+# costs a forked `ls -ld` for its permissions. The native path is idle most of a run (all of the last one, which
+# starts past its last file): at 10 ms that idling took ~0.5 core, at 100 ms ~0.25 (as tests/conftest.py's
+# session). The delay only spaces out polls that found nothing new: the micro-batches are the same.
+POLLING = {"spark.sql.streaming.pollingDelay": "100ms"}
 
 
-def test_sigkill_and_restart_matches_an_uninterrupted_run(tmp_path: Path, cluster: str) -> None:
+def test_sigkill_and_restart_matches_an_uninterrupted_run(tmp_path: Path, standalone: StandaloneCluster) -> None:
     """Killed twice (inside micro-batch 2 of both paths, the native sink written; inside sqlwin's commit of the
     micro-batch that fires and expires windows at once), then run to the end, on the cluster and viewfs: the
     same rows and micro_batch values as one run on a local master and local folders."""
@@ -246,17 +246,17 @@ def test_sigkill_and_restart_matches_an_uninterrupted_run(tmp_path: Path, cluste
     folder = backing / "in"
     write_input(folder)
     ref_root = tmp_path / "ref_root"
-    reference = Driver(tmp_path / "ref", ref_root, folder)  # in parallel with the killed runs
+    reference = Driver(tmp_path / "ref", ref_root, folder, conf=POLLING)  # in parallel with the killed runs
 
     def reference_again() -> Driver:
         shutil.rmtree(ref_root)
-        return Driver(tmp_path / "ref", ref_root, folder)
+        return Driver(tmp_path / "ref", ref_root, folder, conf=POLLING)
 
     uri = f"viewfs://{MOUNT}/data"
-    conf = {**CLUSTER_CONF, f"spark.hadoop.fs.viewfs.mounttable.{MOUNT}.link./data": backing.as_uri()}
+    conf = {**CLUSTER_CONF, **POLLING, f"spark.hadoop.fs.viewfs.mounttable.{MOUNT}.link./data": backing.as_uri()}
 
     def deployed(run: str, **kill: int) -> Callable[[], Driver]:
-        return lambda: Driver(tmp_path / run, f"{uri}/root", f"{uri}/in", cluster, conf, **kill)
+        return lambda: Driver(tmp_path / run, f"{uri}/root", f"{uri}/in", standalone.master, conf, **kill)
 
     root = backing / "root"
     first = deployed("run1", kill_inside=2)
@@ -282,8 +282,9 @@ def test_sigkill_and_restart_matches_an_uninterrupted_run(tmp_path: Path, cluste
     # panes come out in several micro-batches on both paths (native: Spark's batch ids, where the native path
     # now judges late rows by the watermark in force, so fewer batches emit than before)
     assert len({r[8] for r in custom}) >= 4 and len({json.loads(r)[8] for r in expected["native"]}) >= 3
-    # everything the deployed runs wrote is inside the mount: no local folder named after the URI
-    assert not [p for p in tmp_path.rglob("*") if p.name.startswith("viewfs")]
+    # everything the deployed runs wrote is inside the mount: no local folder named after the URI, here or in the
+    # cluster's folder (the executors' working folders)
+    assert not [p for p in (*tmp_path.rglob("*"), *standalone.folder.rglob("*")) if p.name.startswith("viewfs")]
     assert (root / CUSTOM / "sqlwin" / "state").is_dir() and (root / CUSTOM / "late_rows").is_dir()
 
 
