@@ -41,14 +41,13 @@ def row(k: str, v: int, seconds: float) -> dict:
 
 
 # W = max ts - 2 s. sqlwin's micro-batches: f0 -> 0 (W -> 5), no-data 1 numbers a@1, a@5; f1 -> 2 (W -> 10),
-# no-data 3 numbers b@7; f2 -> 4 (a@3 late: 3 <= 10); f3 -> 5 (W -> 28), no-data 6 numbers a@12, which completes
-# a's window 0 (rows 0-2); f4 -> 7 (b@20 late). In replay the end of the table (8) numbers a@30: a's window 1 and
-# b's window 0 never complete, so they are never emitted (the batch rule).
+# no-data 3 numbers b@7; f2 -> 4 (a@3 late: 3 <= 10, the W in force; a@30 waits; W -> 28), no-data 5 numbers a@12,
+# which completes a's window 0 (rows 0-2); f3 -> 6 (b@20 late, W unmoved). In replay the end of the table (7)
+# numbers a@30: a's window 1 and b's window 0 never complete, so they are never emitted (the batch rule).
 FILES = [
     [row("a", 1, 1), row("a", 2, 5), row("b", 3, 7)],
     [row("a", 4, 12)],
-    [row("a", 5, 3)],
-    [row("a", 6, 30)],
+    [row("a", 5, 3), row("a", 6, 30)],
     [row("b", 7, 20)],
 ]
 TVF = "TUMBLE(TABLE {src} PARTITION BY k, DESCRIPTOR(ts), ROWS 3)"
@@ -57,21 +56,21 @@ QUERY = ("SELECT window_start, window_end, window_index, k, SUM(v) AS s, COUNT(*
 PANES = ["window_start", "window_end", "window_index", "k", "s", "c", "pane_index", "pane_timing", "is_final",
          "micro_batch"]
 LATE = ["k", "v", "ts", "window_start", "window_end", "watermark", "reason", "micro_batch"]
-LATE_ROWS = [("a", 5, at(3), None, None, at(10), "late", 4), ("b", 7, at(20), None, None, at(28), "late", 7)]
+LATE_ROWS = [("a", 5, at(3), None, None, at(10), "late", 4), ("b", 7, at(20), None, None, at(28), "late", 6)]
 EXPECTED = {
-    "default": [(at(1), ms(12), 0, "a", 7, 3, 0, "ON_TIME", True, 6)],
+    "default": [(at(1), ms(12), 0, "a", 7, 3, 0, "ON_TIME", True, 5)],
     # early panes while the windows fill (bounded by the rows numbered so far), then the ON_TIME pane
     "early": [(at(1), ms(5), 0, "a", 3, 2, 0, "EARLY", False, 1),
               (at(7), ms(7), 0, "b", 3, 1, 0, "EARLY", False, 3),
-              (at(1), ms(12), 0, "a", 7, 3, 1, "EARLY", False, 6),
-              (at(1), ms(12), 0, "a", 7, 3, 2, "ON_TIME", True, 6)],
+              (at(1), ms(12), 0, "a", 7, 3, 1, "EARLY", False, 5),
+              (at(1), ms(12), 0, "a", 7, 3, 2, "ON_TIME", True, 5)],
     # AFTER COUNT 1 finishes at its first firing and closes the window: a@12 is then dropped as 'window closed'
     "count": [(at(1), ms(5), 0, "a", 3, 2, 0, "EARLY", True, 1), (at(7), ms(7), 0, "b", 3, 1, 0, "EARLY", True, 3)],
 }
 # (LATE ROWS TO goes first: after an EARLY sub-trigger, LATE would start a LATE sub-trigger)
 EMITS = {"default": "", "early": " EMIT WITH TRIGGER AFTER WATERMARK EARLY EVERY 1 ROWS",
          "count": " EMIT WITH TRIGGER AFTER COUNT 1"}
-CLOSED = [("a", 4, at(12), at(1), ms(12), at(28), "window closed", 6)]
+CLOSED = [("a", 4, at(12), at(1), ms(12), at(28), "window closed", 5)]
 
 
 @pytest.fixture()
@@ -116,13 +115,14 @@ def test_count_windows_stream_and_replay_give_the_same_panes(spark, env):
     replay_stream(spark, "cw_replay", FILES)
     for name, emit in EMITS.items():
         replayed = sqlwin.sql(spark, f"{QUERY.format(src='cw_replay')} LATE ROWS TO cw_replay_late{emit}")
-        # the end of the table (micro-batch 8) numbers a@30 into a window that never completes: nothing more
+        # the end of the table (micro-batch 7) numbers a@30 into a window that never completes: nothing more
         assert rows_of(replayed, PANES) == rows_of(spark.table(f"cw_{name}"), PANES), name
         assert rows_of(spark.table("cw_replay_late"), LATE) == rows_of(spark.table(f"cw_{name}_late"), LATE), name
 
 
 def test_count_window_state_survives_stop_and_restart(spark, env):
-    """Stopped with a waiting row (a@12) and a filling window (b's) in state; a file arrives while stopped."""
+    """Stopped with a waiting row (a@12) and a filling window (b's) in state; a file arrives while stopped (it
+    moves W: the no-data micro-batch it causes runs after the restart)."""
     s, feeder = env
     sql = f"CREATE STREAMING TABLE cw_resume AS {QUERY.format(src=s)} LATE ROWS TO cw_resume_late{EMITS['early']}"
     sqlwin.sql(spark, sql)
@@ -137,12 +137,12 @@ def test_count_window_state_survives_stop_and_restart(spark, env):
     feeder.feed(FILES[3:], table)
     assert rows_of(spark.table("cw_resume"), PANES) == sorted(EXPECTED["early"])
     assert rows_of(spark.table("cw_resume_late"), LATE) == LATE_ROWS
-    assert (table.status().micro_batches, table.status().state_rows) == (8, 2)
+    assert (table.status().micro_batches, table.status().state_rows) == (7, 2)
 
 
 def test_count_window_crash_inside_a_commit_resumes_exactly_once(spark, env, monkeypatch):
-    """The micro-batch that completes a's window 0 (6) dies in sqlwin's commit: its sink, its stored rows and the
-    bookkeeping of numbered rows are written, ``state/6.json`` is not (what SIGKILL leaves there). Started again,
+    """The micro-batch that completes a's window 0 (5) dies in sqlwin's commit: its sink, its stored rows and the
+    bookkeeping of numbered rows are written, ``state/5.json`` is not (what SIGKILL leaves there). Started again,
     Spark re-runs that micro-batch and the table ends as the uninterrupted run."""
     from sqlwin.streaming.state import StateStore
 
@@ -151,28 +151,28 @@ def test_count_window_crash_inside_a_commit_resumes_exactly_once(spark, env, mon
     commit = StateStore.commit
 
     def crashing_commit(self, batch, data):
-        if batch == 6 and "cw_crash" in self.root:
+        if batch == 5 and "cw_crash" in self.root:
             raise RuntimeError("crash inside the commit")
         commit(self, batch, data)
 
     monkeypatch.setattr(StateStore, "commit", crashing_commit)
     sqlwin.sql(spark, sql)
     table = catalog.find_table("cw_crash")
-    feeder.feed(FILES[:3], table)
-    feeder.write(FILES[3])
+    feeder.feed(FILES[:2], table)
+    feeder.write(FILES[2])
     with pytest.raises(SqlwinError, match=r"streaming table cw_crash failed: RuntimeError: crash inside the commit$"):
         table.process_all_available()
     state = Path(table.location) / "sqlwin"
-    assert (state / "rows" / "6").is_dir() and not (state / "state" / "6.json").exists()
-    assert (Path(table.location) / "data" / "micro_batch=6").is_dir()
+    assert (state / "rows" / "5").is_dir() and not (state / "state" / "5.json").exists()
+    assert (Path(table.location) / "data" / "micro_batch=5").is_dir()
     monkeypatch.setattr(StateStore, "commit", commit)
     sqlwin.sql(spark, sql)
     table = catalog.find_table("cw_crash")
     table.process_all_available()
-    feeder.feed(FILES[4:], table)
+    feeder.feed(FILES[3:], table)
     assert rows_of(spark.table("cw_crash"), PANES) == sorted(EXPECTED["early"])
     assert rows_of(spark.table("cw_crash_late"), LATE) == LATE_ROWS
-    assert (table.status().micro_batches, table.status().state_rows) == (8, 2)
+    assert (table.status().micro_batches, table.status().state_rows) == (7, 2)
 
 
 def test_every_count_form_streams_its_windows_as_they_complete(spark, env):
@@ -193,14 +193,14 @@ def test_every_count_form_streams_its_windows_as_they_complete(spark, env):
         tables.append(catalog.find_table(f"cf_{name}"))
     feeder.feed(FILES, *tables)
     columns = [*PANES[:6], "micro_batch"]
-    assert rows_of(spark.table("cf_rr"), columns) == [  # rows a 0-2 numbered in 1 and 6, b 0 in 3
-        (at(1), ms(1), 1, "a", 1, 1, 1), (at(1), ms(5), 2, "a", 3, 2, 1), (at(5), ms(12), 3, "a", 6, 2, 6),
+    assert rows_of(spark.table("cf_rr"), columns) == [  # rows a 0-2 numbered in 1 and 5, b 0 in 3
+        (at(1), ms(1), 1, "a", 1, 1, 1), (at(1), ms(5), 2, "a", 3, 2, 1), (at(5), ms(12), 3, "a", 6, 2, 5),
         (at(7), ms(7), 1, "b", 3, 1, 3)]
     assert rows_of(spark.table("cf_rt"), columns) == [  # window 1 of a closes at its row 1 (a@5): [5.001 - 10, 5.001)
         (ms(5) - dt.timedelta(seconds=10), ms(5), 1, "a", 3, 2, 1)]
     # boundaries 10 (a@1, a@5; b@7) complete once W >= 10 - 1 us (micro-batch 3); boundary 20 (a@12) at W = 28
     assert rows_of(spark.table("cf_tr"), columns) == [
-        (at(1), at(10), 0, "a", 3, 2, 3), (at(5), at(20), 1, "a", 6, 2, 6), (at(7), at(10), 0, "b", 3, 1, 3)]
+        (at(1), at(10), 0, "a", 3, 2, 3), (at(5), at(20), 1, "a", 6, 2, 5), (at(7), at(10), 0, "b", 3, 1, 3)]
     for name in forms:
         assert rows_of(spark.table(f"cf_{name}_late"), LATE) == LATE_ROWS, name
 

@@ -33,14 +33,16 @@ def row(k: str, v: int, seconds: float) -> dict:
 
 
 # One file per micro-batch, rows of a file in time order (a live stream's arrival order within a micro-batch).
-# W = max ts - 2 s; lateness 10 s: f3 and f6 bring late rows within the lateness, f8 a row past it.
+# W = max ts - 2 s; lateness 10 s. Micro-batches: f0 -> 0 (W -> 4, nothing to fire: no no-data micro-batch;
+# b's first pane holds 1 row); f1 -> 1 (W -> 10), no-data 2 fires HOP [-5, 5) and [0, 10) on time; f2 -> 3 brings
+# late rows within the lateness (a@2, b@5); f3 -> 4 (W -> 23), no-data 5; f4 -> 6 a late row within the lateness
+# (a@11: HOP [5, 15) expires at 25 > 23); f5 -> 7 (W -> 38), no-data 8; f6 -> 9 a row past it (a@8: HOP [0, 10)
+# and [5, 15) expired at 20 and 25 <= 38).
 FILES = [
     [row("a", 1, 1), row("a", 2, 3), row("b", 5, 4), row("a", 3, 6)],
-    [row("a", 4, 7), row("b", 6, 8), row("a", 1, 9)],
-    [row("a", 2, 12)],
+    [row("a", 4, 7), row("b", 6, 8), row("a", 1, 9), row("a", 2, 12)],
     [row("a", 7, 2), row("b", 1, 5)],
-    [row("a", 3, 14), row("b", 2, 16), row("a", 5, 17)],
-    [row("a", 9, 25)],
+    [row("a", 3, 14), row("b", 2, 16), row("a", 5, 17), row("a", 9, 25)],
     [row("a", 4, 11)],
     [row("a", 6, 40)],
     [row("a", 1, 8)],
@@ -105,8 +107,9 @@ def test_streaming_equals_replay_with_a_crash_inside_the_commit(spark, root, mon
     hop, delta, glob = (catalog.find_table(n) for n in ("ev_hop", "ev_delta", "ev_global"))
     assert {hop.path, delta.path, glob.path} == {"custom"} and "EVICT" in hop.why
 
-    # ev_hop dies inside sqlwin's commit of micro-batch 5 (after its sink, evicted rows and late rows are written)
-    crash = {"at": 5, "done": False}
+    # ev_hop dies inside sqlwin's commit of micro-batch 3, f2's (after its sink, evicted rows and late rows are
+    # written)
+    crash = {"at": 3, "done": False}
     commit = StateStore.commit
 
     def crashing_commit(self, batch, data):
