@@ -19,8 +19,9 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.driver.memory": "2g",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.python.worker.reuse": "true",
-    # an idle stream under Spark's default trigger is listed every pollingDelay (Spark's default 10 ms kept half a
-    # core busy per idle table here, and a remote file system answers a listing per poll): at most 0.1 s later
+    # an idle stream under Spark's default trigger is listed every pollingDelay: Spark's 10 ms kept half a core busy
+    # per idle table here (more on viewfs over the local file system: a forked `ls -ld` per file listed), and a
+    # remote file system answers a listing request per poll. At 100 ms a new file is read at most 0.1 s later.
     "spark.sql.streaming.pollingDelay": "100ms",
 }
 

@@ -230,12 +230,6 @@ def sqlwin_commits(root: Path) -> int:
 
 
 MOUNT = "ck"  # viewfs://ck/data is the killed runs' file system
-# A table with nothing new to read polls its sources every pollingDelay (Spark's default: 10 ms), listing their
-# folders each time; on viewfs (over Hadoop's local file system without its native library) each listed file
-# costs a forked `ls -ld` for its permissions. The native path is idle most of a run (all of the last one, which
-# starts past its last file): at 10 ms that idling took ~0.5 core, at 100 ms ~0.25 (as tests/conftest.py's
-# session). The delay only spaces out polls that found nothing new: the micro-batches are the same.
-POLLING = {"spark.sql.streaming.pollingDelay": "100ms"}
 
 
 def test_sigkill_and_restart_matches_an_uninterrupted_run(tmp_path: Path, standalone: StandaloneCluster) -> None:
@@ -246,14 +240,14 @@ def test_sigkill_and_restart_matches_an_uninterrupted_run(tmp_path: Path, standa
     folder = backing / "in"
     write_input(folder)
     ref_root = tmp_path / "ref_root"
-    reference = Driver(tmp_path / "ref", ref_root, folder, conf=POLLING)  # in parallel with the killed runs
+    reference = Driver(tmp_path / "ref", ref_root, folder)  # in parallel with the killed runs
 
     def reference_again() -> Driver:
         shutil.rmtree(ref_root)
-        return Driver(tmp_path / "ref", ref_root, folder, conf=POLLING)
+        return Driver(tmp_path / "ref", ref_root, folder)
 
     uri = f"viewfs://{MOUNT}/data"
-    conf = {**CLUSTER_CONF, **POLLING, f"spark.hadoop.fs.viewfs.mounttable.{MOUNT}.link./data": backing.as_uri()}
+    conf = {**CLUSTER_CONF, f"spark.hadoop.fs.viewfs.mounttable.{MOUNT}.link./data": backing.as_uri()}
 
     def deployed(run: str, **kill: int) -> Callable[[], Driver]:
         return lambda: Driver(tmp_path / run, f"{uri}/root", f"{uri}/in", standalone.master, conf, **kill)
