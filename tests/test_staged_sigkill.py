@@ -60,7 +60,7 @@ def measuring(spark, path):
 
 JoinStage._measure = staticmethod(measuring)
 
-spark = local_session("staged-sigkill", conf={{"spark.sql.streaming.pollingDelay": "100ms"}})
+spark = local_session("staged-sigkill")
 folder = {folder!r}
 sqlwin.sql(spark, "CREATE STREAM sk (k STRING, v INT, ts TIMESTAMP, side STRING, "
                   f"WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS) USING json OPTIONS (path '{{folder}}')")
