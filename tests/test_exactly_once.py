@@ -162,11 +162,12 @@ class Driver:
     stream's folder ``folder`` (a URI), on ``master`` (default: local) with Spark conf ``conf``."""
 
     def __init__(self, work: Path, root: Path | str, folder: Path | str, master: str | None = None,
-                 conf: dict | None = None, **kill: int):
+                 conf: dict | None = None, text: str | None = None, **kill: int):
+        """``text``: another driver script (default: DRIVER over ``folder``); ``kill``: its environment, upper-cased."""
         work.mkdir(parents=True, exist_ok=True)
         script = work / "driver.py"
-        script.write_text(DRIVER.format(root=str(ROOT), folder=folder, custom=CUSTOM, native=NATIVE,
-                                        sink=SINK_COLUMNS, late=LATE_COLUMNS))
+        script.write_text(text if text is not None else DRIVER.format(
+            root=str(ROOT), folder=folder, custom=CUSTOM, native=NATIVE, sink=SINK_COLUMNS, late=LATE_COLUMNS))
         deployed = {"SQLWIN_MASTER": master} if master else {}
         env = base_env(SQLWIN_STREAMING_DIR=str(root), DRIVER_CONF=json.dumps(conf or {}), **deployed,
                        **SHORT_LIVED_ENV, **{k.upper(): str(v) for k, v in kill.items()})

@@ -11,17 +11,15 @@ tests/test_streaming_stages.py's hand-worked files, one per micro-batch, so the 
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 import sqlwin
-from tests.proctools import ROOT, SHORT_LIVED_ENV, base_env
+from tests.proctools import ROOT
+from tests.test_exactly_once import Driver, settle
 from tests.test_streaming_stages import FILES, JOIN, JOIN_LIVE, at
 
 pytestmark = pytest.mark.slow
@@ -89,31 +87,11 @@ spark.stop()
 '''
 
 
-def start_driver(work: Path, root: Path, folder: Path, **env: str) -> subprocess.Popen[str]:
-    work.mkdir(parents=True, exist_ok=True)
-    script = work / "driver.py"
-    script.write_text(DRIVER.format(root=str(ROOT), folder=str(folder), files=FILES,
-                                    join=JOIN.format(s="sk", late="sk_late")))
-    # a driver's JVM lives well under a minute: C1 only (tests/proctools.py, SHORT_LIVED_ENV)
-    with open(work / "log.txt", "w") as log:  # the child keeps its own copy of the file
-        return subprocess.Popen([sys.executable, str(script)], cwd=work, text=True, start_new_session=True,
-                                env=base_env(SQLWIN_STREAMING_DIR=str(root), **SHORT_LIVED_ENV, **env),
-                                stdout=subprocess.PIPE, stderr=log)
-
-
-def finish(proc: subprocess.Popen[str], work: Path) -> dict | None:
-    """The driver's RESULT, or None when it was killed; its process group ended either way."""
-    try:
-        stdout, _ = proc.communicate(timeout=300)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        stdout, _ = proc.communicate()
-    err = (work / "log.txt").read_text()
-    for line in stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
-    assert proc.returncode == -signal.SIGKILL, f"exit {proc.returncode}\n{stdout[-2000:]}\n{err[-6000:]}"
-    return None
+def driver(work: Path, root: Path, folder: Path, **kill: int) -> Callable[[], Driver]:
+    """Starts of the driver script (tests/test_exactly_once.py's ``Driver``: its own process group, C1 only,
+    and ``settle`` starts it again if Spark's 10 s worker connect-back timeout failed it on a loaded machine)."""
+    text = DRIVER.format(root=str(ROOT), folder=str(folder), files=FILES, join=JOIN.format(s="sk", late="sk_late"))
+    return lambda: Driver(work, root, folder, text=text, **kill)
 
 
 def commits(folder: Path) -> int:
@@ -129,7 +107,8 @@ def text(row: tuple) -> list:
 def test_sigkill_inside_the_joins_commit_resumes_exactly_once(spark, tmp_path: Path, monkeypatch) -> None:
     root, folder = tmp_path / "root", tmp_path / "in"
     folder.mkdir()
-    killed = start_driver(tmp_path / "run1", root, folder, KILL_IN_JOIN_COMMIT="1")
+    first = driver(tmp_path / "run1", root, folder, kill_in_join_commit=1)
+    killed = first()
 
     # meanwhile, in this session: the same files replayed in the same micro-batches (the live run's micro_batch
     # numbers, as tests/test_streaming_stages.py checks for an uninterrupted run)
@@ -142,7 +121,7 @@ def test_sigkill_inside_the_joins_commit_resumes_exactly_once(spark, tmp_path: P
     replayed = {tuple(text(r)) for r in sqlwin.sql(spark, JOIN.format(s="r_sk", late="sk_late_replayed")).select(
         "lk", "rk", "s", "c", "ws", "pane_index", "pane_timing", "is_final", "micro_batch").collect()}
 
-    assert finish(killed, tmp_path / "run1") is None
+    assert settle(killed, first) is None
     table = root / "sk_join"
     sides = [commits(p) for p in sorted((table / "stages").iterdir())]
     # killed inside the join's commit: both sides committed that micro-batch, the join did not
@@ -150,7 +129,8 @@ def test_sigkill_inside_the_joins_commit_resumes_exactly_once(spark, tmp_path: P
     written = len(list(folder.glob("*.json")))
     assert 1 <= written < len(FILES)  # files were left for the restart to bring
 
-    resumed = finish(start_driver(tmp_path / "run2", root, folder), tmp_path / "run2")
+    second = driver(tmp_path / "run2", root, folder)
+    resumed = settle(second(), second)
     assert resumed is not None
     assert any(resumed["read_back"])  # the re-run micro-batch: the join read the sides' committed panes back
     got = [tuple(r) for r in resumed["join"]]
