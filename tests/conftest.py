@@ -43,7 +43,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
     # Measured on 4 files of the suite (tests/test_streaming.py, test_differential.py, test_partials.py,
     # test_sinks.py), side by side, quiet machine: 191 / 184 s and 247 / 235 s of JVM CPU with G1, 177 / 170 s
     # and 215 / 200 s with the parallel collector (serial: 179 s, 214 s).
-    # Expressions are interpreted, not compiled to Java (tests/proctools.py, SMALL_DATA_CONF, and its measurement).
+    # No whole-stage code generation (tests/proctools.py, SMALL_DATA_CONF, and its measurement).
     from tests.proctools import SMALL_DATA_CONF
 
     session = local_session("sqlwin-tests", {"spark.sql.warehouse.dir": str(tmp_path_factory.mktemp("warehouse")),

@@ -90,16 +90,16 @@ def run_json(script: str, env: Mapping[str, str], cwd: Path, timeout: float,
 # Long-lived JVMs (the test session's, tests/servertools.py's shared server) keep the default compilers, as users
 # run them.
 SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1"
-# Every query of a test reads a few rows: Spark's interpreted expressions, no generated Java (whole-stage code
-# generation off, expression classes interpreted) spend less CPU than compiling Java for each new plan. Spark gives
-# the same answers either way (its own tests run every expression both ways). Measured on 2 cores, quiet machine:
-# tests/test_transcripts_spark.py, test_streaming.py and test_sinks.py in the test session's JVM, 371 s wall and
-# 493 s of JVM CPU with Spark's defaults, 313 s and 404 s with both off (335 s, 443 s with whole-stage only; AQE off
-# was slower, 384 s); tests/test_server_resume.py, test_service.py and test_cluster.py, whose drivers and servers
-# take it through SPARK_SUBMIT_OPTS, 204 s wall and 301 s of machine CPU before, 186 s and 274 s with it here and in
-# the test session. The test session (tests/conftest.py) and these short-lived drivers and servers take it; the
-# processes the CLI, dbt and Thrift server tests start keep Spark's defaults, as users run them.
-SMALL_DATA_CONF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+# Every query of a test reads a few rows: with whole-stage code generation off, Spark compiles no Java class per new
+# plan (its operators run one by one, each expression still compiled), which costs less CPU than it saves here.
+# Spark gives the same answers either way. Measured on 2 cores, quiet machine, on tests/test_transcripts_spark.py,
+# test_streaming.py and test_sinks.py in the test session's JVM: 371 s wall and 493 s of JVM CPU with Spark's
+# defaults, 335 s and 443 s with it; interpreting expressions as well (``spark.sql.codegen.factoryMode`` NO_CODEGEN,
+# 313 s) was faster still but fails where Spark 4.3 decodes catalog objects (``spark.catalog.listTables``:
+# EXPRESSION_DECODING_FAILED), and AQE off was slower (384 s). The test session (tests/conftest.py) and the
+# short-lived drivers and servers below take it (as -D through SPARK_SUBMIT_OPTS: Spark reads spark.* properties);
+# the processes the CLI, dbt and Thrift server tests start keep Spark's defaults, as users run them.
+SMALL_DATA_CONF = {"spark.sql.codegen.wholeStage": "false"}
 _SMALL_DATA_PROPERTIES = " ".join(f"-D{key}={value}" for key, value in SMALL_DATA_CONF.items())
 SHORT_LIVED_ENV = {"SPARK_SUBMIT_OPTS": f"{SHORT_LIVED_JVM} {_SMALL_DATA_PROPERTIES}",  # driver (Spark reads spark.*)
                    "SPARK_DAEMON_JAVA_OPTS": SHORT_LIVED_JVM}  # standalone daemons
