@@ -19,7 +19,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check sqlwin udtfs tests bench
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=30 tests
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=30 tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check sqlwin udtfs tests bench

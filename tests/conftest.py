@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import time
 from collections.abc import Iterator
@@ -17,14 +18,20 @@ os.environ["TZ"] = "UTC"
 time.tzset()
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+if importlib.util.find_spec("xdist") is not None:  # pytest rejects a hook of a plugin that is not installed
+
+    def pytest_xdist_make_scheduler(config: pytest.Config, log):
+        """``--dist loadgroup``: the lanes of tests/lanes.py (``make test`` runs ``-n 2``)."""
+        if config.getvalue("dist") != "loadgroup":
+            return None
+        from tests.lanes import LaneScheduling
+
+        return LaneScheduling(config, log)
+
+
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """tests/test_dbt.py right after tests/test_install_extras.py, whose dbt extra's build it then checks (one
-    `dbt build` of the project per run, not two). Under pytest-xdist (``--dist loadgroup``) a file's tests run
-    in one worker (its module fixtures, such as a Thrift server, start once), and those two files in the same one."""
-    for item in items:
-        name = item.path.stem
-        item.add_marker(pytest.mark.xdist_group("dbt" if name in ("test_dbt", "test_install_extras") else name))
+    `dbt build` of the project per run, not two; tests/lanes.py keeps the two files in one worker)."""
     dbt = [item for item in items if item.path.name == "test_dbt.py"]
     rest = [item for item in items if item.path.name != "test_dbt.py"]
     extras = [i for i, item in enumerate(rest) if item.path.name == "test_install_extras.py"]
