@@ -24,14 +24,18 @@ if importlib.util.find_spec("xdist") is not None:  # pytest rejects a hook of a 
         """``--dist loadgroup``: the lanes of tests/lanes.py (``make test`` runs ``-n 2``)."""
         if config.getvalue("dist") != "loadgroup":
             return None
-        from tests.lanes import LaneScheduling
+        from tests.lanes import lane_scheduler
 
-        return LaneScheduling(config, log)
+        return lane_scheduler(config, log)
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """tests/test_dbt.py right after tests/test_install_extras.py, whose dbt extra's build it then checks (one
-    `dbt build` of the project per run, not two; tests/lanes.py keeps the two files in one worker)."""
+    """tests/lanes.py's PROCESS_LANE first (the unit of work that takes longest starts first), and tests/test_dbt.py
+    right after tests/test_install_extras.py, whose dbt extra's build it then checks (one `dbt build` of the
+    project per run, not two; tests/lanes.py keeps the two files in one worker)."""
+    from tests.lanes import PROCESS_LANE
+
+    items.sort(key=lambda item: item.path.stem not in PROCESS_LANE)  # stable: each file's order kept
     dbt = [item for item in items if item.path.name == "test_dbt.py"]
     rest = [item for item in items if item.path.name != "test_dbt.py"]
     extras = [i for i, item in enumerate(rest) if item.path.name == "test_install_extras.py"]
