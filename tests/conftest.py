@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import time
 from collections.abc import Iterator
@@ -18,15 +17,22 @@ os.environ["TZ"] = "UTC"
 time.tzset()
 
 
-if importlib.util.find_spec("xdist") is not None:  # pytest rejects a hook of a plugin that is not installed
+class _Lanes:
+    """``--dist loadgroup``: the lanes of tests/lanes.py (``make test`` runs ``-n 2``). A plugin registered only
+    where xdist is active: pytest refuses a conftest hook of a plugin it has not loaded (``-p no:xdist``)."""
 
+    @staticmethod
     def pytest_xdist_make_scheduler(config: pytest.Config, log):
-        """``--dist loadgroup``: the lanes of tests/lanes.py (``make test`` runs ``-n 2``)."""
         if config.getvalue("dist") != "loadgroup":
             return None
         from tests.lanes import lane_scheduler
 
         return lane_scheduler(config, log)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_Lanes(), "sqlwin-lanes")
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -49,16 +55,12 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
 
     # each pytest-xdist worker has its own session: its own warehouse, so that tables of one name do not clash.
     # Idle streams are polled every 100 ms (sqlwin's sessions' default, README `trigger`), not Spark's 10 ms.
-    # The session's JVM collects garbage with the parallel collector, not G1: this JVM runs thousands of small
-    # jobs for half an hour on 2 cores, where throughput is what counts (no pause goal matters to a test).
-    # Measured on 4 files of the suite (tests/test_streaming.py, test_differential.py, test_partials.py,
-    # test_sinks.py), side by side, quiet machine: 191 / 184 s and 247 / 235 s of JVM CPU with G1, 177 / 170 s
-    # and 215 / 200 s with the parallel collector (serial: 179 s, 214 s).
+    # The session's JVM options, the collector and the JIT's thresholds: tests/proctools.py, SESSION_JVM.
     # No whole-stage code generation (tests/proctools.py, SMALL_DATA_CONF, and its measurement).
-    from tests.proctools import SMALL_DATA_CONF
+    from tests.proctools import SESSION_JVM, SMALL_DATA_CONF
 
     session = local_session("sqlwin-tests", {"spark.sql.warehouse.dir": str(tmp_path_factory.mktemp("warehouse")),
-                                             "spark.driver.extraJavaOptions": "-XX:+UseParallelGC",
+                                             "spark.driver.extraJavaOptions": SESSION_JVM,
                                              **SMALL_DATA_CONF})
     yield session
     session.stop()
