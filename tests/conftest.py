@@ -57,11 +57,11 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
     # Idle streams are polled every 100 ms (sqlwin's sessions' default, README `trigger`), not Spark's 10 ms.
     # The session's JVM options, the collector and the JIT's thresholds: tests/proctools.py, SESSION_JVM.
     # No whole-stage code generation (tests/proctools.py, SMALL_DATA_CONF, and its measurement).
-    from tests.proctools import SESSION_JVM, SMALL_DATA_CONF
+    from tests.proctools import SESSION_JVM, SESSION_PARTITIONS, SMALL_DATA_CONF
 
     session = local_session("sqlwin-tests", {"spark.sql.warehouse.dir": str(tmp_path_factory.mktemp("warehouse")),
                                              "spark.driver.extraJavaOptions": SESSION_JVM,
-                                             **SMALL_DATA_CONF})
+                                             **SMALL_DATA_CONF, **SESSION_PARTITIONS})
     yield session
     session.stop()
 

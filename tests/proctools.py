@@ -110,6 +110,12 @@ SESSION_JVM = ("-XX:+UseParallelGC -XX:Tier4InvocationThreshold=500000 -XX:Tier4
 # short-lived drivers and servers below take it (as -D through SPARK_SUBMIT_OPTS: Spark reads spark.* properties);
 # the processes the CLI, dbt and Thrift server tests start keep Spark's defaults, as users run them.
 SMALL_DATA_CONF = {"spark.sql.codegen.wholeStage": "false"}
+# The test session's queries read a few rows: one shuffle partition, one task per shuffle stage and one state store
+# per stateful operator, where sqlwin's default (4, for a laptop's cores) would start four for nothing. Streaming
+# queries in foreachBatch run without AQE (Spark turns it off for a stream's session), so nothing would merge them.
+# The processes the suite starts (drivers on the standalone cluster, servers, CLI runs) keep the default, so that
+# state in several partitions and shuffles across executors stay tested.
+SESSION_PARTITIONS = {"spark.sql.shuffle.partitions": "1"}
 _SMALL_DATA_PROPERTIES = " ".join(f"-D{key}={value}" for key, value in SMALL_DATA_CONF.items())
 SHORT_LIVED_ENV = {"SPARK_SUBMIT_OPTS": f"{SHORT_LIVED_JVM} {_SMALL_DATA_PROPERTIES}",  # driver (Spark reads spark.*)
                    "SPARK_DAEMON_JAVA_OPTS": SHORT_LIVED_JVM}  # standalone daemons
