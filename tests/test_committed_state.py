@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from sqlwin.session import DEFAULT_CONF
 from sqlwin.streaming.keyedstate import KeyedPanes
 from sqlwin.streaming.operator import STATE_CONF
 from tests.statecompat import CASES, CUT, committed, drive, operator, outputs, prepare
@@ -50,8 +51,20 @@ def since_v1(commit: dict) -> dict:
     return {**commit, "state": {**commit["state"], "windows": plain}}
 
 
+@pytest.fixture()
+def recorded_partitions(spark):
+    """The shuffle partitions the old commits were written with (sqlwin's default; the test session runs with one,
+    tests/proctools.py, ``SESSION_PARTITIONS``): the order of a commit's windows and the stored rows' files follow
+    them."""
+    key = "spark.sql.shuffle.partitions"
+    session = spark.conf.get(key)
+    spark.conf.set(key, DEFAULT_CONF[key])
+    yield
+    spark.conf.set(key, session)
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_an_old_commit_resumes_to_the_old_results(spark, tmp_path, name):
+def test_an_old_commit_resumes_to_the_old_results(spark, tmp_path, name, recorded_partitions):
     old = OLD[name]
     prepare(spark, name)
     folder = str(tmp_path / name)
