@@ -33,15 +33,36 @@ class _Lanes:
 def pytest_configure(config: pytest.Config) -> None:
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_Lanes(), "sqlwin-lanes")
+    # once a run, before pytest-xdist starts its workers (they inherit it)
+    if not hasattr(config, "workerinput") and not config.option.collectonly:
+        _share_classes()
+
+
+def _share_classes() -> None:
+    """Every JVM of the run maps one class archive (tests/classdata.py): the session's, through
+    tests/proctools.py's JVM options, and those of the processes the tests start, through ``SPARK_SUBMIT_OPTS``
+    (which a test that sets its own options extends with ``classdata.options()``)."""
+    from tests import classdata  # not tests/proctools.py: its JVM options are read from the environment set here
+
+    if os.environ.get(classdata.ARCHIVE_ENV) == "off":  # to measure what sharing saves
+        del os.environ[classdata.ARCHIVE_ENV]
+        return
+    archive = classdata.build()
+    if archive is None:
+        return
+    os.environ[classdata.ARCHIVE_ENV] = str(archive)
+    os.environ["SPARK_SUBMIT_OPTS"] = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {classdata.options()}".strip()
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """tests/lanes.py's PROCESS_LANE first (the unit of work that takes longest starts first), and tests/test_dbt.py
-    right after tests/test_install_extras.py, whose dbt extra's build it then checks (one `dbt build` of the
-    project per run, not two; tests/lanes.py keeps the two files in one worker)."""
-    from tests.lanes import PROCESS_LANE
+    """tests/lanes.py's PROCESS_LANE first (the unit of work that takes longest starts first), then its
+    HEAVY_FIRST files, and tests/test_dbt.py right after tests/test_install_extras.py, whose dbt extra's build it
+    then checks (one `dbt build` of the project per run, not two; tests/lanes.py keeps the two files in one
+    worker)."""
+    from tests.lanes import HEAVY_FIRST, PROCESS_LANE
 
-    items.sort(key=lambda item: item.path.stem not in PROCESS_LANE)  # stable: each file's order kept
+    # stable: each file's order kept
+    items.sort(key=lambda item: (item.path.stem not in PROCESS_LANE, item.path.stem not in HEAVY_FIRST))
     dbt = [item for item in items if item.path.name == "test_dbt.py"]
     rest = [item for item in items if item.path.name != "test_dbt.py"]
     extras = [i for i, item in enumerate(rest) if item.path.name == "test_install_extras.py"]

@@ -20,6 +20,15 @@ PROCESS_LANE = frozenset({
     "test_streaming_server", "test_diagnostics", "test_server_resume", "test_service", "test_cluster", "test_cli",
     "test_workers",
 })
+# The session's files that take minutes (streaming tables fed file by file), queued right after the lane: a file
+# of minutes started last keeps one worker busy while the other has nothing left (on 2 cores,
+# tests/test_transcripts_spark.py ran alone for the last 67 s of the suite in alphabetical order). A coarse set,
+# not a table of durations: a file missing from it only ends the suite a little later.
+HEAVY_FIRST = frozenset({
+    "test_transcripts_spark", "test_streaming_count_windows", "test_streaming_evict", "test_streaming_stages",
+    "test_replay_planned", "test_streaming_examples", "test_streaming_equivalence", "test_committed_state",
+    "test_sinks", "test_alignment", "test_nexmark",
+})
 # the modules that share one `sqlwin serve` per worker (tests/servertools.py) and dbt's one build
 _DBT_PAIR = frozenset({"test_dbt", "test_install_extras"})
 

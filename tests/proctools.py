@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tests import classdata
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -87,7 +89,7 @@ def run_json(script: str, env: Mapping[str, str], cwd: Path, timeout: float,
 # the C1 compiler only they spend far less CPU compiling than C2 does, which on 2 busy cores is most of their cost
 # (the SIGKILL test, 3 drivers and a cluster: 232 s -> 127 s). So do the servers and CLIs one test file starts
 # (tests/test_connect.py's Connect servers, tests/test_server_resume.py's and tests/test_service.py's processes).
-SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1"
+SHORT_LIVED_JVM = f"-XX:TieredStopAtLevel=1 {classdata.options()}".strip()
 # The test session's JVM (tests/conftest.py, one per pytest-xdist worker; tests/servertools.py's shared server
 # too) runs thousands of small queries for half an hour, each with classes of its own (Spark compiles its
 # expressions), so the JIT never settles: C2 compiled for 39% of that JVM's CPU (its compiler threads, read from
@@ -99,7 +101,7 @@ SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1"
 # not G1: throughput is what counts here, not pauses (4 files, 177 / 170 s and 215 / 200 s of JVM CPU with it,
 # 191 / 184 s and 247 / 235 s with G1). Spark answers the same.
 SESSION_JVM = ("-XX:+UseParallelGC -XX:Tier4InvocationThreshold=500000 -XX:Tier4MinInvocationThreshold=200000 "
-               "-XX:Tier4CompileThreshold=600000 -XX:Tier4BackEdgeThreshold=4000000")
+               f"-XX:Tier4CompileThreshold=600000 -XX:Tier4BackEdgeThreshold=4000000 {classdata.options()}").strip()
 # Every query of a test reads a few rows: with whole-stage code generation off, Spark compiles no Java class per new
 # plan (its operators run one by one, each expression still compiled), which costs less CPU than it saves here.
 # Spark gives the same answers either way. Measured on 2 cores, quiet machine, on tests/test_transcripts_spark.py,
