@@ -15,6 +15,7 @@ builds it before the suite's processes start and hands it to them through ``ARCH
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -88,6 +89,17 @@ def _digest(spark_home: Path) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
+def _prune(folder: Path, days: float = 3) -> None:
+    """Remove the archives of other venvs that no run used for ``days`` (200 MB each). A JVM that has one mapped
+    keeps it; one started later runs without it."""
+    import time
+
+    for old in folder.glob("spark-*.jsa"):
+        with contextlib.suppress(OSError):
+            if time.time() - old.stat().st_mtime > days * 86400:
+                old.unlink()
+
+
 def build(timeout: float = 600) -> Path | None:
     """The archive for pyspark's jars, built now if it is not there yet (None if it could not be built: the
     suite then runs without it, only slower)."""
@@ -98,8 +110,10 @@ def build(timeout: float = 600) -> Path | None:
     folder = Path(tempfile.gettempdir()) / "sqlwin-test-class-archives"
     archive = folder / f"spark-{_digest(spark_home)}.jsa"
     if archive.is_file():
+        os.utime(archive)  # in use: not pruned
         return archive
     folder.mkdir(exist_ok=True)
+    _prune(folder)
     work = Path(tempfile.mkdtemp(prefix="class-archive-", dir=folder))
     try:
         partial = work / "archive.jsa"

@@ -89,6 +89,7 @@ def run_json(script: str, env: Mapping[str, str], cwd: Path, timeout: float,
 # the C1 compiler only they spend far less CPU compiling than C2 does, which on 2 busy cores is most of their cost
 # (the SIGKILL test, 3 drivers and a cluster: 232 s -> 127 s). So do the servers and CLIs one test file starts
 # (tests/test_connect.py's Connect servers, tests/test_server_resume.py's and tests/test_service.py's processes).
+# Each JVM here and the session's also map the run's class archive (tests/classdata.py): half the start-up.
 SHORT_LIVED_JVM = f"-XX:TieredStopAtLevel=1 {classdata.options()}".strip()
 # The test session's JVM (tests/conftest.py, one per pytest-xdist worker; tests/servertools.py's shared server
 # too) runs thousands of small queries for half an hour, each with classes of its own (Spark compiles its
