@@ -70,9 +70,11 @@ CREATE STREAM bid_stream FROM TABLE bids ARRIVAL ORDER BY seq
 
 -- W = max date_time - 3 s. Bid 7 (99 at :02) arrives when W is :12: its window [:00, :10) has fired, so it is
 -- late on both sides and in neither result (the batch query over the bids would pick it). [:00, :10) joins 50
--- (bid 5) once W passes :10, [:10, :20) joins 45 (bid 8) at the end of the input. The join's micro-batches:
--- its watermark (the sides', a micro-batch behind) moves with bids 2 to 6 (0-4), the sides fire [:00, :10) (5),
--- the join (6); bids 7 and 8 move nothing the join sees; the end: the sides (7), the join (8).
+-- (bid 5) once W passes :10, [:10, :20) joins 45 (bid 8) at the end of the input. Both sides read the same
+-- window of the same stream and the join keeps the rows at the window's MAX, so sqlwin runs it as one window
+-- operator (a window Top-N: the rows ranked first by price within their window, `table.why` says so) and
+-- `micro_batch` counts that operator's micro-batches: one per bid (0-7; the one of bid 7 runs at W = :12 and
+-- fires [:00, :10)), the one after bid 8 moves W to :16 (8), the end of the input (9).
 SELECT B.auction, B.price, B.bidder, B.date_time, B.window_end
 FROM TUMBLE(TABLE bid_stream, DESCRIPTOR(date_time), INTERVAL '10' SECONDS) B
 JOIN (SELECT MAX(price) AS maxprice, window_start, window_end
@@ -82,4 +84,4 @@ ON B.window_start = B1.window_start AND B.window_end = B1.window_end AND B.price
 -- expect:
 -- auction | price | bidder | date_time           | window_end          | pane_index | pane_timing | is_final | micro_batch
 -- 5       | 50    | y      | 2024-01-01 00:00:08 | 2024-01-01 00:00:10 | 0          | ON_TIME     | true     | 6
--- 8       | 45    | y      | 2024-01-01 00:00:19 | 2024-01-01 00:00:20 | 0          | ON_TIME     | true     | 8
+-- 8       | 45    | y      | 2024-01-01 00:00:19 | 2024-01-01 00:00:20 | 0          | ON_TIME     | true     | 9

@@ -261,6 +261,7 @@ class PlannedReplay(MicroBatchOperator):
     (``BATCH``)."""
 
     FUSED_SCAN = False  # no micro-batch is read here: ``_read`` and ``PlannedAssigner`` look the summary up
+    source_batch = -1  # the table micro-batch being stepped (none yet: a table without rows has none)
 
     def plannable(self, cut: Cut) -> bool:
         if not isinstance(self.assigner, TimeWindowAssigner) or self.shape.query.evict is not None:
@@ -381,11 +382,11 @@ class PlannedReplay(MicroBatchOperator):
 
         if not _mixes_panes(self.shape):
             return panes_of(table, "all").orderBy("micro_batch").localCheckpoint()
+        if not batches:  # no pane: the query over none, once
+            return panes_of(table, "all").localCheckpoint()
         starts = [i for i, mb in enumerate(batches) if i == 0 or mb != batches[i - 1]]
         parts = [panes_of(table.slice(lo, hi - lo), str(n)).localCheckpoint()
                  for n, (lo, hi) in enumerate(zip(starts, [*starts[1:], len(table)], strict=True))]
-        if not parts:  # no pane: the query over none, once
-            return panes_of(table, "all").localCheckpoint()
         result = parts[0]
         for part in parts[1:]:
             result = result.unionByName(part)

@@ -63,6 +63,7 @@ class StreamingShape(LatenessClauses):
     streams: list = field(default_factory=list)  # every stream the query reads (``stream`` is the first)
     processing_time: bool = False  # windows over a PROCTIME() column: the watermark is the processing clock
     text: str = ""  # the statement as the user wrote it: where a failure while running is reported
+    rewritten: str = ""  # how sqlwin runs a statement it rewrote (``windowrank``), for ``why``
 
     @property
     def time_column(self) -> str:
@@ -201,6 +202,8 @@ def choose_path(shape: StreamingShape) -> tuple[str, str]:
         reasons.append(f"{w.kind.value} windows")
     elif w.kind is WindowKind.HOP and isinstance(w.slide, int) and isinstance(w.size, int) and w.slide > w.size:
         reasons.append("HOP with slide > size")
+    if shape.rewritten:
+        reasons.append(shape.rewritten)
     if not shape.aggregated:
         reasons.append("not an aggregation")
     if q.emit.explicit and not isinstance(q.emit.trigger, tp.EmitFinal):

@@ -38,6 +38,7 @@ from sqlwin.streaming.shape import (
     is_star,
     refuse_result_limit,
 )
+from sqlwin.streaming.windowrank import as_window_rank
 
 HIDDEN_BOUNDS = ("__sqlwin_ws", "__sqlwin_we")  # a join side's window, whatever the side calls it
 HIDDEN_PANE = ("__sqlwin_pi", "__sqlwin_pt", "__sqlwin_fin")  # the join's pane of that window
@@ -110,7 +111,7 @@ def analyse_query(query: WindowedQuery, streams: dict, text: str = "") -> Stream
     return analyse_staged(query, streams, text)
 
 
-def analyse_staged(query: WindowedQuery, streams: dict, text: str) -> StagedShape:
+def analyse_staged(query: WindowedQuery, streams: dict, text: str) -> StagedShape | StreamingShape:
     refuse_result_limit(query)
     node = query.node
     top = node.expression if isinstance(node, exp.Insert) else node
@@ -208,7 +209,8 @@ class _Builder:
         self.stages.append(stage)
         return self.stages
 
-    def window_join(self, tops: list[int], node: exp.Expr, top: exp.Expr, ctes: dict) -> StagedShape:
+    def window_join(self, tops: list[int], node: exp.Expr, top: exp.Expr,
+                    ctes: dict) -> StagedShape | StreamingShape:
         a, b = (self.carriers[i] for i in tops)
         select = next(s for s in _ancestors(a) if isinstance(s, exp.Select) and _within(b, s))
         joins = select.args.get("joins") or []
@@ -234,6 +236,11 @@ class _Builder:
                 raise SqlwinError.at(relation, "each side of a streaming window join selects its window_start and "
                                                "window_end (Flink's window join joins on them)")
         _check_on(join, aliases, bounds)
+        ranked = as_window_rank(self.query, self.specs, self.carriers, tops, select, relations)
+        if ranked is not None:  # the rows of a window at its own MAX / MIN: one window operator, not a join
+            shape = analyse(ranked, self.streams, self.text)
+            shape.rewritten = "a window join with the window's own MAX/MIN, run as a window Top-N (RANK() = 1)"
+            return shape
         sides = []
         for n, (i, body) in enumerate(zip(tops, bodies, strict=True)):
             stage = self.chain(i, body)[-1]

@@ -24,11 +24,13 @@ from sqlwin.streaming.keyedstate import KeyedCounts, KeyedPanes, Tombstones
 
 class TimeWindowAssigner(WindowAssigner):
     def scanner(self) -> Scanner | None:
-        return self.scan if self.op.query.decomposition is not None else None
+        return self.scan if self.op.query.decomposition is not None else self.scan_rows
 
     def pane_engine(self, driver: PaneDriver, columnar: bool, committed: dict | None) -> PaneEngine:
-        """The columnar engine where it may drive these windows, unless PaneDriver saved the committed ones
-        (an earlier version): they go on with it."""
+        """The columnar engine where it may drive these windows (partial aggregates: a fused scan counts the new
+        rows per window as Arrow), unless PaneDriver saved the committed ones (an earlier version): they go on
+        with it."""
+        columnar = columnar and self.op.query.decomposition is not None
         engine = ColumnarEngine.of(driver, global_window=self.op.shape.window is None) if columnar else None
         if engine is not None and (engine.continues(committed) or KeyedPanes.continues(committed)):
             return self.op.placement.initial(engine, committed)  # its windows in the driver or in Spark
@@ -38,13 +40,38 @@ class TimeWindowAssigner(WindowAssigner):
     def assign_rows(self, spark: Any, batch: int, watermark: int) -> dict[WindowKey, int]:
         """Assign, classify and store the micro-batch's rows (partial aggregates go through ``scan``); returns
         the new-row counts per window."""
+        return self._store_rows(spark, batch, watermark)[1]
+
+    def scan_rows(self, spark: Any, data: Any, batch: int, watermark: int,
+                  processing_time: int) -> tuple[int, list[int | None], dict[WindowKey, int]]:
+        """``scan`` where the rows themselves are the state (no partial aggregates): the statistics and the
+        counts per (key, window, status) come out of one Spark job (the statistics' aggregate beside the counts,
+        as the keyed scan does), which also caches the (row, window) pairs; the accepted ones are written from
+        that cache and the dropped ones, if any, go to LATE ROWS TO. Two Spark jobs read a data micro-batch
+        where ``_read`` and ``assign_rows`` took three."""
+        from pyspark.sql import functions as F
+
+        stats = self.op.input.register(data, processing_time)
+        summary = data.agg(*stats).withColumn("__summary", F.lit(True))
+        statistics, accepted = self._store_rows(spark, batch, watermark, summary)
+        count, max_ts = self.op.input.statistics(statistics)
+        return count, max_ts, accepted
+
+    def _store_rows(self, spark: Any, batch: int, watermark: int,
+                    summary: Any = None) -> tuple[dict[str, Any], dict[WindowKey, int]]:
+        """Assign, classify and store the rows of the micro-batch's views; returns (the ``summary`` aggregate's
+        row, computed in the counts' job; the new-row counts per window)."""
         from pyspark.sql import functions as F
 
         op = self.op
-        # read three times: counts, rows, late rows
         annotated = self._annotate(spark, batch, watermark, op.panes.closed()).persist()
         try:
-            counts = annotated.groupBy("__key", "__ws", "__we", "__status").count().collect()
+            counts = annotated.groupBy("__key", "__ws", "__we", "__status").count()
+            if summary is not None:
+                counts = counts.unionByName(summary, allowMissingColumns=True)
+            rows = counts.collect()
+            statistics = next((r.asDict() for r in rows if summary is not None and r["__summary"]), {})
+            counts = [r for r in rows if summary is None or not r["__summary"]]
             accepted = {(r["__key"], r["__ws"], r["__we"]): r["count"] for r in counts if r["__status"] is None}
             dropped = sum(r["count"] for r in counts if r["__status"] is not None)
             if accepted:
@@ -54,7 +81,7 @@ class TimeWindowAssigner(WindowAssigner):
             op.write_late([late_rows] if dropped else [], batch, watermark, dropped)
         finally:
             annotated.unpersist()
-        return accepted
+        return statistics, accepted
 
     def _late_columns(self) -> list:
         """A dropped (row, window) as LATE ROWS TO lists it (before the watermark): the row's columns, the
