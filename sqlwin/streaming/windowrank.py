@@ -101,8 +101,6 @@ def _rows_side(alias: str, carrier: exp.Select) -> _Side | None:
         if not isinstance(column, exp.Column) or isinstance(column.this, exp.Star):
             return None
         outputs[item.alias_or_name.lower()] = column.name.lower()
-    if len(set(outputs.values())) < len(outputs):
-        return None  # a column passed on twice: a replay of such a Top-N fails in Spark (``key not found``)
     return _Side(alias, carrier, outputs)
 
 
