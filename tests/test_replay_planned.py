@@ -52,6 +52,13 @@ QUERIES = {
     "topn": ("SELECT * FROM (SELECT window_start, window_end, k, v, ROW_NUMBER() OVER (PARTITION BY window_start, "
              "window_end ORDER BY v DESC, k) AS rn FROM TUMBLE(TABLE {s}, DESCRIPTOR(ts), INTERVAL 10 SECONDS)) "
              "WHERE rn <= 2"),
+    # a window's panes fire in several micro-batches: each micro-batch's panes are ranked on their own, and the
+    # planned replay ranks them all in one query (PARTITION BY micro_batch as well)
+    "topn_early_late": ("SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end "
+                        "ORDER BY c DESC, k) AS rn FROM (SELECT window_start, window_end, k, COUNT(*) AS c "
+                        "FROM TUMBLE(TABLE {s}, DESCRIPTOR(ts), INTERVAL 10 SECONDS) GROUP BY window_start, "
+                        "window_end, k ALLOWED LATENESS INTERVAL 8 SECONDS LATE ROWS TO {late} "
+                        "EMIT WITH TRIGGER AFTER WATERMARK EARLY EVERY 2 ROWS LATE EVERY 1 ROWS)) WHERE rn <= 1"),
 }
 
 
@@ -72,7 +79,8 @@ def _recording(plannable, runs: list[bool]):
     return recorded
 
 
-COLUMNAR = {"tumble_lateness", "hop_early_discarding", "tumble_final", "hop_closed_at_end", "tumble_early_late"}
+COLUMNAR = {"tumble_lateness", "hop_early_discarding", "tumble_final", "hop_closed_at_end", "tumble_early_late",
+            "topn_early_late"}
 
 
 def _both(spark, monkeypatch, table: str, query: str, delay: int = 2, columnar: bool = False) -> tuple:
@@ -156,7 +164,7 @@ def tables(draw) -> list[tuple]:
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=tables(), name=st.sampled_from(["tumble_lateness", "hop_early_discarding", "global_every",
-                                            "tumble_early_late", "hop_closed_at_end"]),
+                                            "tumble_early_late", "hop_closed_at_end", "topn_early_late"]),
        delay=st.integers(0, 6))
 def test_planned_equals_stepped_on_generated_tables(spark, monkeypatch, rows, name, delay):
     _table(spark, rows, "pr_gen")

@@ -155,9 +155,11 @@ class PaneQuery:
         return (f"SELECT {', '.join(items)} FROM {fired} AS p LEFT JOIN {v.rows} AS r "
                 f"ON r.__key = p.__key AND {bounds} AND ARRAY_CONTAINS(p.tokens, r.__mb)")
 
-    def pane_sql(self, extra: tuple[str, ...] = ()) -> str:
+    def pane_sql(self, extra: tuple[str, ...] = (), partition_windows_by: str | None = None) -> str:
         """The user's statement, reading the pane relation instead of the window TVF (or the stream); the pane
-        columns (and ``extra`` ones of the relation) are kept up to the result."""
+        columns (and ``extra`` ones of the relation) are kept up to the result. ``partition_windows_by``: one
+        of ``extra`` added to the PARTITION BY of every window function from the carrier up (``chain_windows``),
+        so that one query over the panes of several micro-batches ranks each micro-batch's panes on their own."""
         columns = (*PANE_COLUMNS, *extra)
         shape = self.shape
         alias = shape.source_alias
@@ -176,6 +178,10 @@ class PaneQuery:
             for name in columns:
                 carrier.select(exp.column(name, alias), copy=False)
         self._pass_pane_columns_up(carrier, root, columns)
+        if partition_windows_by is not None:
+            for window in chain_windows(carrier, root):
+                qualifier = alias if window.find_ancestor(exp.Select) is carrier else None
+                window.append("partition_by", exp.column(partition_windows_by, qualifier))
         return root.sql(dialect=D)
 
     def _expand_stars(self, carrier: exp.Select, alias: str, columns: tuple[str, ...]) -> None:
@@ -233,6 +239,21 @@ class PaneQuery:
             if node is root:
                 break
             node = node.parent
+
+
+def chain_windows(carrier: exp.Select, root: exp.Expr) -> list[exp.Window]:
+    """The window functions (``OVER``) of the SELECTs from ``carrier`` up to ``root``, each in the list of the
+    SELECT it belongs to (not in a subquery of another branch)."""
+    chain = []
+    node: exp.Expr | None = carrier
+    while node is not None:
+        if isinstance(node, exp.Select):
+            chain.append(node)
+        if node is root:
+            break
+        node = node.parent
+    return [w for select in chain for item in select.expressions for w in item.find_all(exp.Window)
+            if w.find_ancestor(exp.Select) is select]
 
 
 def key_ddl(schema: Any, count: int) -> str:

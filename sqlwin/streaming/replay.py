@@ -38,7 +38,7 @@ from sqlwin.streaming.assigner import WindowAssigner
 from sqlwin.streaming.batchinput import watermark_value
 from sqlwin.streaming.operator import MicroBatchOperator
 from sqlwin.streaming.outputs import FIRED_SCHEMA, fired_table
-from sqlwin.streaming.panequery import PaneQuery
+from sqlwin.streaming.panequery import PaneQuery, chain_windows
 from sqlwin.streaming.shape import StreamingShape
 from sqlwin.streaming.sinks import BatchSink
 from sqlwin.streaming.sources import SOURCE_COLUMN
@@ -378,9 +378,12 @@ class PlannedReplay(MicroBatchOperator):
             storage.write_parquet(path, part)
             spark.read.schema(schema).parquet(path).createOrReplaceTempView(self.views.fired)
             spark.sql(relation).createOrReplaceTempView(self.views.relation)
-            return spark.sql(self.query.pane_sql(extra))
+            panes = spark.sql(self.query.pane_sql(extra, "micro_batch" if by_batch else None))
+            # last, as a streaming table's sink adds it (a ``*`` around the aggregation passes it up mid-row)
+            return panes.select(*[f"`{c}`" for c in panes.columns if c != "micro_batch"], "micro_batch")
 
-        if not _mixes_panes(self.shape):
+        by_batch = _ranks_within_windows(self.shape)
+        if by_batch or not _mixes_panes(self.shape):
             return panes_of(table, "all").orderBy("micro_batch").localCheckpoint()
         if not batches:  # no pane: the query over none, once
             return panes_of(table, "all").localCheckpoint()
@@ -456,6 +459,27 @@ class PlannedAssigner(WindowAssigner):
             replay.drops.append((*window, replay.source_batch, watermark, reason, batch))
             replay.counters["late_rows_dropped"] += n
         return accepted
+
+
+def _ranks_within_windows(shape: StreamingShape) -> bool:
+    """Whether the only thing relating rows of different panes is window functions (a window Top-N) in the
+    SELECTs from the carrier up: partitioned by ``micro_batch`` as well, one query computes every micro-batch's
+    panes as that micro-batch alone would (a pane belongs to one micro-batch)."""
+    root = shape.query.node
+    if isinstance(root, exp.Insert):
+        root = root.expression
+    carrier = shape.carrier
+    windows = list(root.find_all(exp.Window))
+    on_chain = chain_windows(carrier, root)
+    if not windows or len(windows) != len(on_chain) or any(True for _ in root.find_all(exp.Union, exp.Intersect,
+                                                                                         exp.Except)):
+        return False
+    for select in root.find_all(exp.Select):
+        clauses = ("distinct", "limit") if select is carrier else ("group", "distinct", "limit", "having", "joins")
+        aggregates = [] if select is carrier else [a for item in select.expressions for a in item.find_all(exp.AggFunc)]
+        if any(select.args.get(k) for k in clauses) or any(a.find_ancestor(exp.Window) is None for a in aggregates):
+            return False
+    return True
 
 
 def _mixes_panes(shape: StreamingShape) -> bool:
