@@ -15,9 +15,9 @@ emission and no ALLOWED LATENESS each side has one pane per window, and the join
 its rows whose column equals the window's MAX over the non-NULL values: exactly the rows ranked first by
 ``RANK() OVER (PARTITION BY window_start, window_end[, keys] ORDER BY col DESC)`` among the rows whose column
 and keys are not NULL (ties all rank first; a window whose values are all NULL has no MAX and no such row; the
-join's ``=`` matches no NULL key). So the
-statement becomes that window Top-N over one window TVF: one window operator instead of two stages and a join
-(each side reading the stream, the rows stored once per side, a third operator joining them).
+join's ``=`` matches no NULL key). So the statement becomes that window Top-N over one window TVF: one window
+operator instead of two stages and a join (each side reading the stream, the rows stored once per side, a
+third operator joining them).
 
 Any other shape (an EMIT clause, lateness, other aggregates, other join conditions, other clauses around the
 join) runs as the window join it is (``stages``).
@@ -83,15 +83,17 @@ def _unaliased(tvf: exp.Expr) -> exp.Expr:
     return copy
 
 
+_CLAUSES = ("where", "having", "distinct", "order", "limit", "qualify", "windows", "joins", "with_", "lateness",
+            "late_rows_to", "evict", "emit")  # none on a side: it is its window TVF's rows, or one aggregate of them
+
+
 def _plain(select: exp.Select) -> bool:
-    return not any(select.args.get(k) for k in ("where", "group", "having", "distinct", "order", "limit",
-                                                  "qualify", "windows", "joins", "with_")) and \
-        not any(select.args.get(k) for k in ("lateness", "late_rows_to", "evict", "emit"))
+    return not any(select.args.get(k) for k in _CLAUSES)
 
 
 def _rows_side(alias: str, carrier: exp.Select) -> _Side | None:
     """The side that passes the window's rows on: SELECT * or plain columns of the TVF."""
-    if not _plain(carrier) or carrier.find(exp.Window, exp.AggFunc) is not None:
+    if not _plain(carrier) or carrier.args.get("group") or carrier.find(exp.Window, exp.AggFunc) is not None:
         return None
     if len(carrier.expressions) == 1 and isinstance(carrier.expressions[0], exp.Star):
         return _Side(alias, carrier, None)
@@ -109,9 +111,7 @@ def _aggregate_side(carrier: exp.Select) -> tuple[str, tuple[str, str], dict[str
     the window bounds and keys) for ``SELECT MAX(col) AS m, window_start, window_end[, k...] FROM TVF GROUP BY
     window_start, window_end[, k...]``."""
     group = carrier.args.get("group")
-    if group is None or any(carrier.args.get(k) for k in ("where", "having", "distinct", "order", "limit", "qualify",
-                                                           "windows", "joins", "with_", "lateness", "late_rows_to",
-                                                           "evict", "emit")):
+    if group is None or not _plain(carrier):
         return None
     grouped = []
     for g in group.expressions:
