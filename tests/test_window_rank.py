@@ -61,7 +61,8 @@ def test_the_window_join_with_its_own_max_or_min_is_one_window_operator():
                 "TABLE(SELECT * FROM {s} WHERE v > 1), DESCRIPTOR(ts), INTERVAL 5 SECONDS) B\n"),  # other rows
     TOP.replace("GROUP BY window_start, window_end)",
                 "GROUP BY window_start, window_end EMIT WITH TRIGGER AFTER WATERMARK EARLY EVERY 1 ROWS)"),
-    TOP.replace("SELECT B.k, B.v", "SELECT k, v"),                   # unqualified: left to Spark to resolve
+    TOP.replace("SELECT B.k, B.v", "SELECT k, top"),                 # unqualified and on both sides: Spark's to
+    LOW.replace("SELECT B.k, B.v", "SELECT k, v"),                   # resolve (an error there), not sqlwin's
     LOW.replace("ON B1.k = B.k AND ", "ON "),                        # a key the join does not equate
 ])
 def test_other_window_joins_stay_window_joins(text):
@@ -136,10 +137,18 @@ def test_live_rows_at_the_window_max_then_replayed(spark, tmp_path, monkeypatch,
         sqlwin.sql(spark, "CREATE STREAMING TABLE rank_live AS " + TOP.format(s=name))
         table = catalog.find_table("rank_live")
         assert table.path == "custom" and "window Top-N (RANK() = 1)" in table.why
+        # unqualified names that one side has (the stream's schema known: its columns, the window's)
+        unqualified = TOP.replace("SELECT B.k, B.v, B.ts, B.window_end", "SELECT k, v, top, B.window_end")
+        sqlwin.sql(spark, "CREATE STREAMING TABLE rank_unqualified AS " + unqualified.format(s=name))
+        other = catalog.find_table("rank_unqualified")
+        assert "window Top-N" in other.why
         for rows in FILES:
             feed.write([{"k": k, "v": v, "ts": ts(s)} for k, v, s in rows])
             table.process_all_available()
+            other.process_all_available()
         live = _rows(spark.table("rank_live"), ["k", "v", "ts", "window_end", *PANE, "micro_batch"])
+        assert _rows(spark.table("rank_unqualified"), ["k", "v", "top", "window_end"]) == \
+            sorted(((k, v, v, end) for k, v, _, end in LIVE), key=_order)
         assert sorted((r[:4] for r in live), key=_order) == sorted(LIVE, key=_order)
         assert {r[4:7] for r in live} == {(0, "ON_TIME", True)}
         assert table.status().late_rows_dropped == 1 and table.status().rows_in == 9

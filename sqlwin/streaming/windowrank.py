@@ -64,7 +64,7 @@ def as_window_rank(query: WindowedQuery, specs: list[WindowSpec], carriers: list
     if not all(isinstance(r, exp.Subquery) and r.this is carriers[i] for r, i in zip(relations, tops, strict=True)):
         return None
     for rows_n, agg_n in ((0, 1), (1, 0)):
-        rows = _rows_side(relations[rows_n].alias_or_name, carriers[tops[rows_n]])
+        rows = _rows_side(relations[rows_n].alias_or_name, carriers[tops[rows_n]], specs[tops[rows_n]])
         found = _aggregate_side(carriers[tops[agg_n]])
         if rows is None or found is None:
             continue
@@ -91,12 +91,16 @@ def _plain(select: exp.Select) -> bool:
     return not any(select.args.get(k) for k in _CLAUSES)
 
 
-def _rows_side(alias: str, carrier: exp.Select) -> _Side | None:
-    """The side that passes the window's rows on: SELECT * or plain columns of the TVF."""
+def _rows_side(alias: str, carrier: exp.Select, spec: WindowSpec) -> _Side | None:
+    """The side that passes the window's rows on: SELECT * or plain columns of the TVF (a ``*`` names the
+    stream's columns and the window's, where the stream's schema is known)."""
     if not _plain(carrier) or carrier.args.get("group") or carrier.find(exp.Window, exp.AggFunc) is not None:
         return None
     if len(carrier.expressions) == 1 and isinstance(carrier.expressions[0], exp.Star):
-        return _Side(alias, carrier, None)
+        if spec.relation.columns is None:
+            return _Side(alias, carrier, None)
+        names = [*(c.name.lower() for c in spec.relation.columns), "window_start", "window_end", "window_time"]
+        return _Side(alias, carrier, {n: n for n in names})
     outputs = {}
     for item in carrier.expressions:
         column = item.unalias()
