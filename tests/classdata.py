@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ARCHIVE_ENV = "SQLWIN_TEST_CLASS_ARCHIVE"
@@ -92,8 +93,6 @@ def _digest(spark_home: Path) -> str:
 def _prune(folder: Path, days: float = 3) -> None:
     """Remove the archives of other venvs that no run used for ``days`` (200 MB each). A JVM that has one mapped
     keeps it; one started later runs without it."""
-    import time
-
     for old in folder.glob("spark-*.jsa"):
         with contextlib.suppress(OSError):
             if time.time() - old.stat().st_mtime > days * 86400:

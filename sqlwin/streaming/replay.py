@@ -39,7 +39,7 @@ from sqlwin.streaming.batchinput import watermark_value
 from sqlwin.streaming.operator import MicroBatchOperator
 from sqlwin.streaming.outputs import FIRED_SCHEMA, fired_table
 from sqlwin.streaming.panequery import PaneQuery, chain_windows
-from sqlwin.streaming.shape import StreamingShape
+from sqlwin.streaming.shape import StreamingShape, top_select
 from sqlwin.streaming.sinks import BatchSink
 from sqlwin.streaming.sources import SOURCE_COLUMN
 from sqlwin.streaming.staged import StagedOperator
@@ -357,7 +357,8 @@ class PlannedReplay(MicroBatchOperator):
     # -- the Spark work, at the end -----------------------------------------------------------
     def _panes(self) -> Any:
         """Every fired pane, by one job (or one per micro-batch where the query around the aggregation
-        could mix the panes of different micro-batches: a LIMIT, an outer aggregation, a window function).
+        could mix the panes of different micro-batches: a LIMIT, an outer aggregation, a join; window functions
+        from the carrier up are partitioned by ``micro_batch`` instead: ``_how_panes_mix``).
         The fired panes reach Spark as parquet, as in a streaming table (``outputs``): a file, or a file
         per micro-batch (a filter on one file would do, but Spark 4.3 then fails to union the parts: their
         checkpoints keep the filter's constraint on an attribute the union cannot map)."""
@@ -372,6 +373,8 @@ class PlannedReplay(MicroBatchOperator):
         extra = ("micro_batch",)
         relation = self.query.relation_sql(self._stored_columns(), self.key_ddl, extra)
         folder = storage.join(self.store.root, "fired")
+        mixing = _how_panes_mix(self.shape)
+        by_batch = mixing == "windows"
 
         def panes_of(part: Any, name: str) -> Any:
             path = storage.join(folder, f"{name}.parquet")
@@ -382,8 +385,7 @@ class PlannedReplay(MicroBatchOperator):
             # last, as a streaming table's sink adds it (a ``*`` around the aggregation passes it up mid-row)
             return panes.select(*[f"`{c}`" for c in panes.columns if c != "micro_batch"], "micro_batch")
 
-        by_batch = _ranks_within_windows(self.shape)
-        if by_batch or not _mixes_panes(self.shape):
+        if mixing != "other":
             return panes_of(table, "all").orderBy("micro_batch").localCheckpoint()
         if not batches:  # no pane: the query over none, once
             return panes_of(table, "all").localCheckpoint()
@@ -461,42 +463,22 @@ class PlannedAssigner(WindowAssigner):
         return accepted
 
 
-def _ranks_within_windows(shape: StreamingShape) -> bool:
-    """Whether the only thing relating rows of different panes is window functions (a window Top-N) in the
-    SELECTs from the carrier up: partitioned by ``micro_batch`` as well, one query computes every micro-batch's
-    panes as that micro-batch alone would (a pane belongs to one micro-batch)."""
-    root = shape.query.node
-    if isinstance(root, exp.Insert):
-        root = root.expression
+def _how_panes_mix(shape: StreamingShape) -> str | None:
+    """How the statement around the window aggregation (or the aggregation itself) relates rows of different
+    panes: None (it does not: one query computes every pane); ``"windows"``: only through window functions of
+    the SELECTs from the carrier up (a window Top-N), which one query computes per micro-batch when they are
+    partitioned by ``micro_batch`` as well (a pane belongs to one micro-batch); ``"other"``: otherwise, so a
+    micro-batch's panes must be computed on their own, as a streaming table does."""
+    root = top_select(shape.query.node)
     carrier = shape.carrier
-    windows = list(root.find_all(exp.Window))
-    on_chain = chain_windows(carrier, root)
-    if not windows or len(windows) != len(on_chain) or any(True for _ in root.find_all(exp.Union, exp.Intersect,
-                                                                                         exp.Except)):
-        return False
+    if any(True for _ in root.find_all(exp.Union, exp.Intersect, exp.Except)):
+        return "other"
     for select in root.find_all(exp.Select):
         clauses = ("distinct", "limit") if select is carrier else ("group", "distinct", "limit", "having", "joins")
         aggregates = [] if select is carrier else [a for item in select.expressions for a in item.find_all(exp.AggFunc)]
         if any(select.args.get(k) for k in clauses) or any(a.find_ancestor(exp.Window) is None for a in aggregates):
-            return False
-    return True
-
-
-def _mixes_panes(shape: StreamingShape) -> bool:
-    """Whether the statement around the window aggregation (or the aggregation itself) relates rows of
-    different panes, so that a micro-batch's panes must be computed on their own, as a streaming table does."""
-    root = shape.query.node
-    if isinstance(root, exp.Insert):
-        root = root.expression
-    carrier = shape.carrier
-    if any(True for _ in root.find_all(exp.Window, exp.Union, exp.Intersect, exp.Except)):
-        return True
-    for select in root.find_all(exp.Select):
-        if select is carrier:
-            if select.args.get("distinct") or select.args.get("limit"):
-                return True
-            continue
-        if any(select.args.get(k) for k in ("group", "distinct", "limit", "having", "qualify", "joins")) or \
-                any(isinstance(e, exp.AggFunc) for item in select.expressions for e in item.find_all(exp.AggFunc)):
-            return True
-    return False
+            return "other"
+    windows = list(root.find_all(exp.Window))
+    if not windows:
+        return None
+    return "windows" if len(windows) == len(chain_windows(carrier, root)) else "other"

@@ -237,7 +237,7 @@ def _read_only_by_the_window(tables: list[exp.Table], tvf: exp.Expr) -> None:
     no streaming meaning here: a live run would read it as a stream inside each micro-batch, a replay as the
     whole table, future rows included."""
     for table in tables:
-        if not any(parent is tvf for parent in _ancestors(table)):
+        if not any(parent is tvf for parent in ancestors(table)):
             raise SqlwinError.at(table, f"stream {table.name} is read outside the window TVF: a streaming query "
                                         "reads its stream only through window TVFs; to join its rows with a window "
                                         "query, join the stream's window TVF with it ON window_start and window_end "
@@ -252,7 +252,7 @@ def _keep_windows_apart(carrier: exp.Select, tvf: exp.Expr, aggregated: bool) ->
     (the carrier's own GROUP BY is checked with the aggregation). An aggregation that nests the window
     aggregation and keeps windows apart is refused too: its panes would need pane columns of their own."""
     bounds = {b: b for b in WINDOW_BOUNDS}  # name in scope -> the window bound it carries
-    for select in (a for a in _ancestors(tvf) if isinstance(a, exp.Select)):
+    for select in (a for a in ancestors(tvf) if isinstance(a, exp.Select)):
         for over in _own(select, exp.Window):
             if not _keeps_apart(over.args.get("partition_by") or [], bounds):
                 raise SqlwinError.at(over, "in a streaming query a window function over the windowed rows must "
@@ -306,11 +306,20 @@ def bounds_out(select: exp.Select, bounds: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def _ancestors(node: exp.Expr):
+def ancestors(node: exp.Expr):
     parent = node.parent
     while parent is not None:
         yield parent
         parent = parent.parent
+
+
+def within(node: exp.Expr, ancestor: exp.Expr) -> bool:
+    return node is ancestor or any(a is ancestor for a in ancestors(node))
+
+
+def top_select(node: exp.Expr) -> exp.Expr:
+    """A statement's query (an INSERT's, or the statement itself)."""
+    return node.expression if isinstance(node, exp.Insert) else node
 
 
 def in_from(node: exp.Expr, select: exp.Select) -> bool:

@@ -33,10 +33,13 @@ from sqlwin.streaming.shape import (
     LatenessClauses,
     StreamingShape,
     analyse,
+    ancestors,
     bounds_out,
     in_from,
     is_star,
     refuse_result_limit,
+    top_select,
+    within,
 )
 from sqlwin.streaming.windowrank import as_window_rank
 
@@ -144,7 +147,7 @@ def analyse_staged(query: WindowedQuery, streams: dict, text: str) -> StagedShap
     inner_of: dict[int, int] = {}
     for i, spec in enumerate(specs):
         body = _body(_data(spec).this, ctes)
-        inner = [j for j, c in enumerate(carriers) if j != i and body is not None and _within(c, body)]
+        inner = [j for j, c in enumerate(carriers) if j != i and body is not None and within(c, body)]
         if not inner:
             continue
         j = next((j for j in inner if carriers[j] is body), None)
@@ -212,7 +215,7 @@ class _Builder:
     def window_join(self, tops: list[int], node: exp.Expr, top: exp.Expr,
                     ctes: dict) -> StagedShape | StreamingShape:
         a, b = (self.carriers[i] for i in tops)
-        select = next(s for s in _ancestors(a) if isinstance(s, exp.Select) and _within(b, s))
+        select = next(s for s in ancestors(a) if isinstance(s, exp.Select) and within(b, s))
         joins = select.args.get("joins") or []
         relations = [_relation_of(c, select) for c in (a, b)]
         if len(joins) != 1 or relations[0] is None or relations[1] is None:
@@ -249,7 +252,7 @@ class _Builder:
                                                                "window reads each side's latest pane, which must hold "
                                                                "the whole window (ACCUMULATING)")
             carrier = stage.shape.carrier
-            if stage.owns_clause and carrier is not _top_select(stage.shape.query.node):
+            if stage.owns_clause and carrier is not top_select(stage.shape.query.node):
                 raise SqlwinError.at(self.clause, "EMIT / ALLOWED LATENESS on a window join's side apply where the "
                                                   "side is the window aggregation itself")
             _hide(stage.shape, carrier)
@@ -306,21 +309,6 @@ def _body(node: exp.Expr, ctes: dict) -> exp.Expr | None:
     return node if isinstance(node, exp.Query) else None
 
 
-def _within(node: exp.Expr, ancestor: exp.Expr) -> bool:
-    return node is ancestor or any(a is ancestor for a in _ancestors(node))
-
-
-def _ancestors(node: exp.Expr):
-    parent = node.parent
-    while parent is not None:
-        yield parent
-        parent = parent.parent
-
-
-def _top_select(node: exp.Expr) -> exp.Expr:
-    return node.expression if isinstance(node, exp.Insert) else node
-
-
 def _check_cascade(outer: WindowSpec, inner: WindowSpec, carrier: exp.Select) -> None:
     """The outer window reads the inner window's time (Flink: a window's rowtime, ``window_time``), and the inner
     query is a window aggregation (whose windows fire as the watermark passes)."""
@@ -338,7 +326,7 @@ def _check_cascade(outer: WindowSpec, inner: WindowSpec, carrier: exp.Select) ->
 def _bounds_through(carrier: exp.Select, body: exp.Expr) -> dict[str, str]:
     """The names under which ``body`` (the carrier, or SELECTs around it) passes the window bounds on."""
     bounds = {"window_start": "window_start", "window_end": "window_end"}
-    for select in [carrier, *(a for a in _ancestors(carrier) if isinstance(a, exp.Select) and _within(a, body))]:
+    for select in [carrier, *(a for a in ancestors(carrier) if isinstance(a, exp.Select) and within(a, body))]:
         bounds = bounds_out(select, bounds)
         if select is body:
             break
@@ -349,13 +337,13 @@ def _relation_of(carrier: exp.Select, select: exp.Select) -> exp.Expr | None:
     """The relation (a subquery, or a CTE's name) of ``select``'s FROM or JOIN that reads ``carrier``."""
     sources = [select.args["from_"].this] if select.args.get("from_") else []
     sources += [j.this for j in select.args.get("joins") or []]
-    ctes = {c.alias_or_name.lower(): c.this for w in [select, *_ancestors(select)] if isinstance(w, exp.Query)
+    ctes = {c.alias_or_name.lower(): c.this for w in [select, *ancestors(select)] if isinstance(w, exp.Query)
             for c in (w.args.get("with_").expressions if w.args.get("with_") else [])}
     for source in sources:
-        if isinstance(source, exp.Subquery) and _within(carrier, source):
+        if isinstance(source, exp.Subquery) and within(carrier, source):
             return source
         body = ctes.get(source.name.lower()) if isinstance(source, exp.Table) else None
-        if body is not None and _within(carrier, body):
+        if body is not None and within(carrier, body):
             return source
     return None
 
@@ -389,7 +377,7 @@ def _side_bound(column: exp.Column, aliases: list[str], bounds: list[dict[str, s
 
 def _hide(shape: StreamingShape, carrier: exp.Select) -> None:
     """A join side's panes carry its window (and keys) under names of sqlwin's own."""
-    top = _top_select(shape.query.node)
+    top = top_select(shape.query.node)
     bounds = _bounds_through(carrier, top)
     names = {v: k for k, v in bounds.items()}
     for bound, hidden in zip(("window_start", "window_end"), HIDDEN_BOUNDS, strict=True):
@@ -406,7 +394,7 @@ def _join_statement(node: exp.Expr, relations: list[exp.Expr], sides: list[JoinS
     for n, relation in enumerate(relations):
         relation.meta[_MARK] = f"side{n}"
     select.meta[_MARK] = "join"
-    copy = _top_select(node).copy()
+    copy = top_select(node).copy()
     for relation in relations:
         relation.meta.pop(_MARK, None)
     select.meta.pop(_MARK, None)
@@ -428,7 +416,7 @@ def _join_statement(node: exp.Expr, relations: list[exp.Expr], sides: list[JoinS
     panes = [exp.alias_(exp.func("COALESCE", *(exp.column(h, table=s.alias) for s in sides)), p)
              for h, p in zip(HIDDEN_PANE, PANES, strict=True)]
     _add_panes(join, panes)
-    for outer in (a for a in _ancestors(join) if isinstance(a, exp.Select)):
+    for outer in (a for a in ancestors(join) if isinstance(a, exp.Select)):
         if not any(is_star(e) for e in outer.expressions):
             _add_panes(outer, [exp.column(p) for p in PANES])
     return copy

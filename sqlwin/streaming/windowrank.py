@@ -32,6 +32,7 @@ from sqlglot import exp
 
 from sqlwin.plan.statements import WindowedQuery
 from sqlwin.plan.windows import WindowSpec
+from sqlwin.streaming.shape import top_select, within
 
 RANK = "__sqlwin_rank"
 _AGGREGATES = {exp.Max: "DESC", exp.Min: "ASC"}
@@ -49,7 +50,7 @@ def as_window_rank(query: WindowedQuery, specs: list[WindowSpec], carriers: list
     """The window Top-N equal to the window join ``select`` of ``relations`` (each reading one of the window TVFs
     ``specs[tops[n]]``, by carrier), or None where the join is not of that form."""
     node = query.node
-    top = node.expression if isinstance(node, exp.Insert) else node
+    top = top_select(node)
     if top is not select or query.emit.explicit or query.lateness.allowed or query.lateness.late_rows_to or \
             query.evict is not None or any(select.args.get(k) for k in ("group", "having", "distinct", "order",
                                                                          "limit", "qualify", "windows", "with_")):
@@ -180,7 +181,7 @@ def _rewrite(query: WindowedQuery, spec: WindowSpec, rows: _Side, agg_alias: str
     """The statement with the join replaced by the rows side, ranked within its windows and kept at rank 1;
     None where the statement names a column of the join it cannot say which side's it is."""
     node = query.node
-    top = node.expression if isinstance(node, exp.Insert) else node
+    top = top_select(node)
     where = top.args.get("where")
     for item in [*top.expressions, *([where] if where is not None else [])]:
         if isinstance(item, exp.Star):
@@ -193,12 +194,12 @@ def _rewrite(query: WindowedQuery, spec: WindowSpec, rows: _Side, agg_alias: str
     spec.node.meta[marker] = True
     copy = node.copy()
     spec.node.meta.pop(marker, None)
-    copy_top = copy.expression if isinstance(copy, exp.Insert) else copy
+    copy_top = top_select(copy)
     tvf = next(t for t in copy.find_all(type(spec.node)) if t.meta.pop(marker, False))
     carrier = tvf.find_ancestor(exp.Select)
     side = carrier.parent
     for col in list(copy_top.find_all(exp.Column)):
-        if _within(col, side):
+        if within(col, side):
             continue
         if isinstance(col.this, exp.Star):
             col.replace(exp.Var(this=f"{col.table}.* EXCEPT ({RANK})"))
@@ -243,11 +244,3 @@ def _side_of(col: exp.Column, rows: _Side, agg_alias: str, mapping: dict[str, st
 
 def _quoted(name: str) -> str:
     return exp.column(name).sql(dialect="spark", identify=True)
-
-
-def _within(node: exp.Expr, ancestor: exp.Expr) -> bool:
-    while node is not None:
-        if node is ancestor:
-            return True
-        node = node.parent
-    return False
