@@ -73,8 +73,9 @@ CREATE STREAM bid_stream FROM TABLE bids ARRIVAL ORDER BY seq
 -- (bid 5) once W passes :10, [:10, :20) joins 45 (bid 8) at the end of the input. Both sides read the same
 -- window of the same stream and the join keeps the rows at the window's MAX, so sqlwin runs it as one window
 -- operator (a window Top-N: the rows ranked first by price within their window, `table.why` says so) and
--- `micro_batch` counts that operator's micro-batches: one per bid (0-7; the one of bid 7 runs at W = :12 and
--- fires [:00, :10)), the one after bid 8 moves W to :16 (8), the end of the input (9).
+-- `micro_batch` counts that operator's micro-batches that do something: bids 1 to 6 (0-5), the no-data
+-- micro-batch after bid 6 moved W to :12, which fires [:00, :10) (6), bids 7 and 8 (7, 8; the no-data one after
+-- bid 8 moves W to :16 and fires nothing, so it takes no number), the end of the input (9).
 SELECT B.auction, B.price, B.bidder, B.date_time, B.window_end
 FROM TUMBLE(TABLE bid_stream, DESCRIPTOR(date_time), INTERVAL '10' SECONDS) B
 JOIN (SELECT MAX(price) AS maxprice, window_start, window_end
