@@ -4,8 +4,11 @@ late rows and micro-batch numbers, over out-of-order rows, ties, rows on window 
 rows, NULL times and NULL micro-batch keys, several keys, and hypothesis-generated tables.
 
 The two also run different pane drivers where the trigger is a comparison (``sqlwin.core.columnar``): the
-stepped replay, like a streaming table, the columnar one; the planned replay ``PaneDriver``. So these
-tests check, through Spark, that both drivers give the same panes, late rows and ``window closed`` drops."""
+stepped replay, like a streaming table, the columnar one where it keeps partial aggregates; the planned replay
+the columnar one where its micro-batches hold many windows (``COLUMNAR_GROUPS``; made 0 here, or drawn) and
+``PaneDriver`` otherwise, whose panes list the micro-batches they read where the columnar ones read a range.
+So these tests check, through Spark, that the drivers give the same panes, late rows and ``window closed``
+drops."""
 
 from __future__ import annotations
 
@@ -59,6 +62,21 @@ QUERIES = {
                         "FROM TUMBLE(TABLE {s}, DESCRIPTOR(ts), INTERVAL 10 SECONDS) GROUP BY window_start, "
                         "window_end, k ALLOWED LATENESS INTERVAL 8 SECONDS LATE ROWS TO {late} "
                         "EMIT WITH TRIGGER AFTER WATERMARK EARLY EVERY 2 ROWS LATE EVERY 1 ROWS)) WHERE rn <= 1"),
+    # the statement relates panes (partitioned by micro_batch in one query, sqlwin.streaming.partitioned): the
+    # most-counted keys of each window (Nexmark q5's shape: a CTE read twice, a MAX over it, a join), where a
+    # window's EARLY, ON_TIME and LATE panes fire in different micro-batches and must not meet
+    "hot_keys": ("WITH agg AS (SELECT window_start, window_end, k, COUNT(*) AS c "
+                 "FROM TUMBLE(TABLE {s}, DESCRIPTOR(ts), INTERVAL 10 SECONDS) GROUP BY window_start, window_end, k "
+                 "ALLOWED LATENESS INTERVAL 6 SECONDS LATE ROWS TO {late} "
+                 "EMIT WITH TRIGGER AFTER WATERMARK EARLY EVERY 2 ROWS LATE EVERY 1 ROWS), "
+                 "top AS (SELECT window_start, MAX(c) AS m FROM agg GROUP BY window_start) "
+                 "SELECT a.window_start, a.window_end, a.k, a.c FROM agg a JOIN top t "
+                 "ON a.window_start = t.window_start AND a.c = t.m"),
+    # a static table outer-joined to the panes, which sit on its null-supplying side: not partitionable, so
+    # each micro-batch's panes are computed on their own
+    "dims_left_join": ("SELECT d.k, d.name, a.window_start, a.c FROM pr_dims d LEFT JOIN (SELECT window_start, "
+                       "window_end, k, COUNT(*) AS c FROM TUMBLE(TABLE {s}, DESCRIPTOR(ts), INTERVAL 10 SECONDS) "
+                       "GROUP BY window_start, window_end, k) a ON d.k = a.k"),
 }
 
 
@@ -70,6 +88,7 @@ def rows_of(df) -> list[tuple]:
 
 def _table(spark, rows: list[tuple], name: str) -> None:
     spark.createDataFrame(rows, "k string, v int, ts timestamp, mb int, seq int").createOrReplaceTempView(name)
+    spark.createDataFrame([("a", "alpha"), ("c", "gamma")], "k string, name string").createOrReplaceTempView("pr_dims")
 
 
 def _recording(plannable, runs: list[bool]):
@@ -80,22 +99,32 @@ def _recording(plannable, runs: list[bool]):
 
 
 COLUMNAR = {"tumble_lateness", "hop_early_discarding", "tumble_final", "hop_closed_at_end", "tumble_early_late",
-            "topn_early_late"}
+            "topn_early_late", "hot_keys", "dims_left_join"}
 
 
-def _both(spark, monkeypatch, table: str, query: str, delay: int = 2, columnar: bool = False) -> tuple:
+def _both(spark, monkeypatch, table: str, query: str, delay: int = 2, columnar: bool = False,
+          planned_columnar: bool = True) -> tuple:
     """(planned panes, planned late rows, stepped panes, stepped late rows) for ``query`` over ``table``;
-    ``columnar``: whether the stepped replay runs the columnar pane driver (checked)."""
+    ``columnar``: whether the stepped replay runs the columnar pane driver (checked); ``planned_columnar``:
+    whether the planned replay may (it does where the trigger is a comparison, checked)."""
     results = []
     drivers: list[bool] = []
-    original = MicroBatchOperator._pane_engine
+    planned_drivers: list[bool] = []
+    original, original_run = MicroBatchOperator._pane_engine, replay_module.PlannedReplay.run
 
     def recorded(self, committed):
         made = original(self, committed)
         drivers.append(isinstance(made, ColumnarEngine))
         return made
 
+    def recorded_run(self, cut, has_clock):
+        ran = original_run(self, cut, has_clock)
+        planned_drivers.append(isinstance(self.panes, ColumnarEngine))
+        return ran
+
     monkeypatch.setattr(MicroBatchOperator, "_pane_engine", recorded)
+    monkeypatch.setattr(replay_module.PlannedReplay, "run", recorded_run)
+    monkeypatch.setattr(replay_module.PlannedReplay, "COLUMNAR_GROUPS", 0 if planned_columnar else 10**9)
     for planned in (True, False):
         stream = f"{table}_{'p' if planned else 's'}"
         sqlwin.sql(spark, f"CREATE STREAM {stream} FROM TABLE {table} ARRIVAL ORDER BY seq MICRO BATCH BY mb "
@@ -113,6 +142,9 @@ def _both(spark, monkeypatch, table: str, query: str, delay: int = 2, columnar: 
         assert runs == ([True] if planned else [])
         results += [panes, late_rows]
     assert drivers == [False, False, columnar]  # planned, then stepped (a PlannedReplay is made first)
+    # every trigger here is a comparison one (AFTER WATERMARK [EARLY/LATE EVERY n ROWS], EMIT FINAL, the
+    # default) except the global window's (no window TVF), which the columnar engine does not take
+    assert planned_drivers == [planned_columnar and "TABLE {s}" in query]
     return tuple(results)
 
 
@@ -164,11 +196,12 @@ def tables(draw) -> list[tuple]:
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=tables(), name=st.sampled_from(["tumble_lateness", "hop_early_discarding", "global_every",
-                                            "tumble_early_late", "hop_closed_at_end", "topn_early_late"]),
-       delay=st.integers(0, 6))
-def test_planned_equals_stepped_on_generated_tables(spark, monkeypatch, rows, name, delay):
+                                            "tumble_early_late", "hop_closed_at_end", "topn_early_late",
+                                            "hot_keys"]),
+       delay=st.integers(0, 6), planned_columnar=st.booleans())
+def test_planned_equals_stepped_on_generated_tables(spark, monkeypatch, rows, name, delay, planned_columnar):
     _table(spark, rows, "pr_gen")
     planned, planned_late, stepped, stepped_late = _both(spark, monkeypatch, "pr_gen", QUERIES[name], delay,
-                                                         columnar=name in COLUMNAR)
+                                                         columnar=name in COLUMNAR, planned_columnar=planned_columnar)
     assert planned == stepped
     assert planned_late == stepped_late

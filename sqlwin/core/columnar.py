@@ -187,6 +187,13 @@ class FiredPanes:
 
     frame: pd.DataFrame
 
+    @classmethod
+    def empty(cls) -> FiredPanes:
+        return cls(pd.DataFrame({"key": np.array([], object), "start": np.array([], np.int64),
+                                 "end": np.array([], np.int64), "pane_index": np.array([], np.int32),
+                                 "pane_timing": np.array([], object), "is_final": np.array([], bool),
+                                 "lo": np.array([], np.int64)}))
+
     def __len__(self) -> int:
         return len(self.frame)
 
@@ -265,11 +272,7 @@ class ColumnarPanes:
     def _panes(t: pd.DataFrame, emit: np.ndarray, index: Any, timing: Any, is_final: Any,
                lo: Any = None) -> FiredPanes:
         if not emit.any():
-            frame = pd.DataFrame({"key": np.array([], object), "start": np.array([], np.int64),
-                                  "end": np.array([], np.int64), "pane_index": np.array([], np.int32),
-                                  "pane_timing": np.array([], object), "is_final": np.array([], bool),
-                                  "lo": np.array([], np.int64)})
-            return FiredPanes(frame)
+            return FiredPanes.empty()
         keys = t.index[emit]
         return FiredPanes(pd.DataFrame({
             "key": keys.get_level_values("key").to_numpy(object),
@@ -295,6 +298,13 @@ class ColumnarPanes:
         timers = self.timers()
         timers = timers[timers < MAX_TIME]
         return int(timers.min()) if len(timers) else None
+
+    def are_closed(self, windows: pd.MultiIndex) -> np.ndarray:
+        """Which of ``windows`` (key, start, end) are tombstones, as an array."""
+        closed = self.table["closed"].to_numpy()
+        if not closed.any():
+            return np.zeros(len(windows), bool)
+        return windows.isin(self.table.index[closed])
 
     def closed(self) -> list[tuple[str, int, int]]:
         """The tombstones: windows whose trigger finished (their late rows are dropped as ``window closed``)."""

@@ -128,9 +128,10 @@ class ColumnarEngine(Durable):
 
     def drive(self, accepted: Any, batch: int, watermark: int, processing_time: int,
               token: int) -> tuple[FiredPanes, int]:
-        """As ``WindowStates.drive``; a pane reads the micro-batches since its window's first (``token`` is
-        ``batch``), and no timer is in processing time."""
-        return self.panes.step(accepted, batch, watermark)
+        """As ``WindowStates.drive``; a pane reads the micro-batches ``[lo, token]`` since its window's first
+        (a streaming table's ``token`` is ``batch``; a planned replay's, the table micro-batch stepped), and no
+        timer is in processing time."""
+        return self.panes.step(accepted, token, watermark)
 
     def any_due(self, watermark: int, processing_time: int) -> bool:
         return self.panes.any_due(watermark)

@@ -21,6 +21,7 @@ from sqlwin.backends.spark_batch import SparkBatchCompiler
 from sqlwin.core.panes import MAX_TIME, MIN_TIME
 from sqlwin.errors import SqlwinError
 from sqlwin.plan.windows import WindowKind
+from sqlwin.streaming import partitioned
 from sqlwin.streaming.context import Views
 from sqlwin.streaming.partials import Decomposition
 from sqlwin.streaming.shape import (
@@ -127,9 +128,11 @@ class PaneQuery:
         return self.compiler.render(self.compiler.compile(outer, [shape.window]))
 
     # -- panes --------------------------------------------------------------------------------
-    def relation_sql(self, row_columns: list[str], key_ddl: str, extra: tuple[str, ...] = ()) -> str:
+    def relation_sql(self, row_columns: list[str], key_ddl: str, extra: tuple[str, ...] = (),
+                     ranges: bool = False) -> str:
         """The pane relation over the fired-panes view and the stored-rows view (``extra``: more columns of
-        the fired-panes view passed through, e.g. replay's ``micro_batch``)."""
+        the fired-panes view passed through, e.g. replay's ``micro_batch``). A pane reads the micro-batches in
+        its ``tokens``, or (``ranges``) those from ``__lo`` to ``__hi``."""
         v = self.views
         shape = self.shape
         items = [f"r.`{c}`" for c in row_columns]
@@ -152,14 +155,18 @@ class PaneQuery:
             bounds = "TRUE"  # a count window is named by __key alone (sqlwin.streaming.countwindows)
         else:
             bounds = "r.__ws = p.__ws AND r.__we = p.__we"
+        reads = "r.__mb BETWEEN p.__lo AND p.__hi" if ranges else "ARRAY_CONTAINS(p.tokens, r.__mb)"
         return (f"SELECT {', '.join(items)} FROM {fired} AS p LEFT JOIN {v.rows} AS r "
-                f"ON r.__key = p.__key AND {bounds} AND ARRAY_CONTAINS(p.tokens, r.__mb)")
+                f"ON r.__key = p.__key AND {bounds} AND {reads}")
 
-    def pane_sql(self, extra: tuple[str, ...] = (), partition_windows_by: str | None = None) -> str:
+    relation_reads = 1  # how many times the last pane statement made reads the pane relation
+
+    def pane_sql(self, extra: tuple[str, ...] = (), partition_by: str | None = None) -> str:
         """The user's statement, reading the pane relation instead of the window TVF (or the stream); the pane
-        columns (and ``extra`` ones of the relation) are kept up to the result. ``partition_windows_by``: one
-        of ``extra`` added to the PARTITION BY of every window function from the carrier up (``chain_windows``),
-        so that one query over the panes of several micro-batches ranks each micro-batch's panes on their own."""
+        columns (and ``extra`` ones of the relation) are kept up to the result. ``partition_by``: one of
+        ``extra`` (the micro-batch) by which every operator relating panes is partitioned, so that one query
+        over the panes of several micro-batches computes each micro-batch's on their own
+        (``sqlwin.streaming.partitioned``; ``NotPartitionable`` where it cannot)."""
         columns = (*PANE_COLUMNS, *extra)
         shape = self.shape
         alias = shape.source_alias
@@ -178,10 +185,9 @@ class PaneQuery:
             for name in columns:
                 carrier.select(exp.column(name, alias), copy=False)
         self._pass_pane_columns_up(carrier, root, columns)
-        if partition_windows_by is not None:
-            for window in chain_windows(carrier, root):
-                qualifier = alias if window.find_ancestor(exp.Select) is carrier else None
-                window.append("partition_by", exp.column(partition_windows_by, qualifier))
+        self.relation_reads = partitioned.relation_reads(root, carrier)
+        if partition_by is not None:
+            partitioned.partition_by(root, carrier, partition_by)
         return root.sql(dialect=D)
 
     def _expand_stars(self, carrier: exp.Select, alias: str, columns: tuple[str, ...]) -> None:
@@ -239,21 +245,6 @@ class PaneQuery:
             if node is root:
                 break
             node = node.parent
-
-
-def chain_windows(carrier: exp.Select, root: exp.Expr) -> list[exp.Window]:
-    """The window functions (``OVER``) of the SELECTs from ``carrier`` up to ``root``, each in the list of the
-    SELECT it belongs to (not in a subquery of another branch)."""
-    chain = []
-    node: exp.Expr | None = carrier
-    while node is not None:
-        if isinstance(node, exp.Select):
-            chain.append(node)
-        if node is root:
-            break
-        node = node.parent
-    return [w for select in chain for item in select.expressions for w in item.find_all(exp.Window)
-            if w.find_ancestor(exp.Select) is select]
 
 
 def key_ddl(schema: Any, count: int) -> str:

@@ -16,8 +16,9 @@ Two ways to run it, one semantics (``PlannedReplay`` is the operator with its Sp
   row of the table to its windows once and aggregates it per (key, window, micro-batch) (partial
   aggregates, or the rows where the query needs them); the operator then steps through the micro-batches
   in Python on those counts alone (the watermark a running max, lateness a comparison, the pane driver per
-  window), and one Spark job computes every fired pane. A handful of Spark jobs whatever the number of
-  micro-batches.
+  window, or the columnar one over every window at once where micro-batches hold many windows), and one
+  Spark job computes every fired pane (the statement partitioned by micro-batch where it relates panes:
+  ``partitioned``). A handful of Spark jobs whatever the number of micro-batches.
 - **stepped** (SESSION windows, whose stored rows move between sessions as they merge; count windows, whose
   rows are numbered only once the watermark passes them): the operator runs each micro-batch's rows through
   Spark, as a streaming table does.
@@ -31,15 +32,18 @@ from typing import Any
 
 from sqlglot import exp
 
+from sqlwin.core.columnar import KEY, FiredPanes
 from sqlwin.core.panes import DROP_CLOSED, DROP_LATE, MAX_TIME, MIN_TIME, FiredPaneList, Pane, WindowKey
 from sqlwin.plan.windows import Column
 from sqlwin.streaming import storage
 from sqlwin.streaming.assigner import WindowAssigner
 from sqlwin.streaming.batchinput import watermark_value
+from sqlwin.streaming.engines import ColumnarEngine, Fired
 from sqlwin.streaming.operator import MicroBatchOperator
 from sqlwin.streaming.outputs import FIRED_SCHEMA, fired_table
-from sqlwin.streaming.panequery import PaneQuery, chain_windows
-from sqlwin.streaming.shape import StreamingShape, top_select
+from sqlwin.streaming.panequery import PaneQuery
+from sqlwin.streaming.partitioned import NotPartitionable
+from sqlwin.streaming.shape import StreamingShape
 from sqlwin.streaming.sinks import BatchSink
 from sqlwin.streaming.sources import SOURCE_COLUMN
 from sqlwin.streaming.staged import StagedOperator
@@ -256,11 +260,17 @@ class PlannedReplay(MicroBatchOperator):
 
     ``step`` is the operator's own; only where it touches Spark differs: a micro-batch's row count and
     times come from a per-batch summary, its (key, window) groups from the one assignment (classified late
-    or ``window closed`` here by ``PlannedAssigner``, by the same rule), and fired panes and dropped groups
-    are collected, to be computed by one Spark job at the end. A pane's tokens are table micro-batch numbers
-    (``BATCH``)."""
+    or ``window closed`` here by ``PlannedAssigner`` or ``PlannedFrames``, by the same rule), and fired panes
+    and dropped groups are collected, to be computed by one Spark job at the end. A pane's tokens are table
+    micro-batch numbers (``BATCH``). The pane engine is the per-window one, or the columnar one (as a
+    streaming table's, for the triggers that are comparisons) where the micro-batches hold many windows each:
+    it steps every window with a few array operations per micro-batch, where the per-window driver costs a
+    Python call per window, but those operations cover every open window, so for small micro-batches (a row
+    each) the per-window driver is the faster."""
 
-    FUSED_SCAN = False  # no micro-batch is read here: ``_read`` and ``PlannedAssigner`` look the summary up
+    FUSED_SCAN = False  # no micro-batch is read here: ``_read`` and the assigner look the summary up
+    KEYED_STATE = False  # the windows are stepped here, in the driver: their panes are computed at the end
+    COLUMNAR_GROUPS = 64  # (key, window) groups per micro-batch from which the columnar engine steps them
     source_batch = -1  # the table micro-batch being stepped (none yet: a table without rows has none)
 
     def plannable(self, cut: Cut) -> bool:
@@ -285,21 +295,43 @@ class PlannedReplay(MicroBatchOperator):
 
     # -- the Spark work, up front -------------------------------------------------------------
     def run(self, cut: Cut, has_clock: bool) -> tuple[Any, Any]:
-        from pyspark.sql import functions as F
+        import pandas as pd
 
         spark = self.spark
         self.stored, plan, counts = self._stored_groups(cut)
         self.summary = {r[BATCH]: (int(r["n"]), r["max_ts"]) for r in plan}
-        batch_of = {r[cut.label]: r[BATCH] for r in plan}
-        self.groups: dict[int, list[tuple[WindowKey, int]]] = {}
-        for r in counts.groupBy("__key", "__ws", "__we", cut.label).agg(F.sum("__n").alias("n")).collect():
-            self.groups.setdefault(batch_of[r[cut.label]], []).append(((r["__key"], r["__ws"], r["__we"]),
-                                                                        int(r["n"])))
-        self.fired: list[tuple[WindowKey, Pane, int]] = []
-        self.drops: list[tuple[str, int, int, int, int, str, int]] = []
-        self.assigner = PlannedAssigner(self)
+        groups = self._counts(cut, counts)
+        self.fired = FiredLog()
+        self.drops: list[pd.DataFrame] = []
+        columnar = ColumnarEngine.of(self.driver, global_window=self.shape.window is None)
+        if columnar is not None and len(groups) >= self.COLUMNAR_GROUPS * max(len(plan), 1):
+            # many windows per micro-batch: every window stepped at once (as the live operator's engine does)
+            self.panes = columnar
+            self.assigner = PlannedFrames(self, {b: g.drop(columns=BATCH).reset_index(drop=True)
+                                                 for b, g in groups.groupby(BATCH, sort=False)})
+        else:
+            self.assigner = PlannedAssigner(self, {
+                b: list(zip(zip(g["key"].tolist(), g["start"].tolist(), g["end"].tolist(), strict=True),
+                            g["n"].tolist(), strict=True))
+                for b, g in groups.groupby(BATCH, sort=False)})
         _drive(self, spark, plan, has_clock, lambda entry: entry[BATCH])
         return self._panes(), self._late_rows()
+
+    def _counts(self, cut: Cut, counts: Any) -> Any:
+        """The new-row count of every (key, window, micro-batch) group, as a frame (key, start, end, n,
+        ``BATCH``), through Arrow."""
+        from pyspark.sql import functions as F
+
+        if self.query.decomposition is not None:  # one row per (key, window, label) already
+            per_label = counts.select("__key", "__ws", "__we", cut.label, F.col("__n").cast("bigint").alias("n"))
+        else:  # a row each
+            per_label = counts.groupBy("__key", "__ws", "__we", cut.label).agg(F.count(F.lit(1)).alias("n"))
+        numbered = cut.numbered_by(per_label, self.ranks)  # NULL-safe, in Spark: a NULL label is a micro-batch
+        frame = numbered.select(F.col("__key").alias("key"), F.col("__ws").alias("start"),
+                                F.col("__we").alias("end"), "n", F.col(BATCH).cast("bigint").alias(BATCH)) \
+            .toArrow().to_pandas()
+        frame["key"] = frame["key"].astype(object)
+        return frame
 
     def _stored_groups(self, cut: Cut) -> tuple[Any, list, Any]:
         """Per (key, window, micro-batch): ``__n`` rows and their partial aggregates, or the rows themselves
@@ -342,8 +374,8 @@ class PlannedReplay(MicroBatchOperator):
     def _token(self, batch: int) -> int:
         return self.source_batch
 
-    def _emit(self, spark: Any, fired: FiredPaneList, batch: int) -> None:
-        self.fired.extend((window, pane, batch) for window, pane in fired)
+    def _emit(self, spark: Any, fired: Fired, batch: int) -> None:
+        self.fired.add(fired, self.source_batch, batch)
 
     def _collect_garbage(self) -> None:
         return None
@@ -356,41 +388,45 @@ class PlannedReplay(MicroBatchOperator):
 
     # -- the Spark work, at the end -----------------------------------------------------------
     def _panes(self) -> Any:
-        """Every fired pane, by one job (or one per micro-batch where the query around the aggregation
-        could mix the panes of different micro-batches: a LIMIT, an outer aggregation, a join; window functions
-        from the carrier up are partitioned by ``micro_batch`` instead: ``_how_panes_mix``).
-        The fired panes reach Spark as parquet, as in a streaming table (``outputs``): a file, or a file
-        per micro-batch (a filter on one file would do, but Spark 4.3 then fails to union the parts: their
+        """Every fired pane, by one job: the statement partitioned by ``micro_batch`` where it relates rows of
+        different panes (``sqlwin.streaming.partitioned``: a micro-batch's panes are computed on their own, as
+        in a streaming table), or one job per micro-batch where that cannot be done (a LIMIT, a set operation).
+        The fired panes reach Spark as parquet, as in a streaming table (``outputs``): a file, or a file per
+        micro-batch (a filter on one file would do, but Spark 4.3 then fails to union the parts: their
         checkpoints keep the filter's constraint on an attribute the union cannot map)."""
-        import pyarrow as pa
+        from pyspark.sql import functions as F
 
         spark = self.spark
-        schema = FIRED_SCHEMA + ", micro_batch int"
-        table = fired_table(FiredPaneList([(w, p) for w, p, _ in self.fired]), 0)
-        batches = [mb for _, _, mb in self.fired]  # in firing order: a micro-batch's panes are contiguous
-        table = table.append_column("micro_batch", pa.array(batches, pa.int32()))
-        self.stored.drop("__n").createOrReplaceTempView(self.views.rows)
+        table, schema = self.fired.table()
+        batches = table.column("micro_batch").to_pylist()  # in firing order: a micro-batch's panes are contiguous
+        self._readable_rows().createOrReplaceTempView(self.views.rows)
         extra = ("micro_batch",)
-        relation = self.query.relation_sql(self._stored_columns(), self.key_ddl, extra)
+        relation = self.query.relation_sql(self._stored_columns(), self.key_ddl, extra, ranges=self.fired.ranges)
         folder = storage.join(self.store.root, "fired")
-        mixing = _how_panes_mix(self.shape)
-        by_batch = mixing == "windows"
+        try:
+            statement = self.query.pane_sql(extra, partition_by="micro_batch")
+            partitioned, reads = True, self.query.relation_reads
+        except NotPartitionable:
+            statement, partitioned, reads = self.query.pane_sql(extra), False, 1
 
-        def panes_of(part: Any, name: str) -> Any:
+        def panes_of(part: Any, name: str, batch: int | None = None) -> Any:
             path = storage.join(folder, f"{name}.parquet")
             storage.write_parquet(path, part)
             spark.read.schema(schema).parquet(path).createOrReplaceTempView(self.views.fired)
-            spark.sql(relation).createOrReplaceTempView(self.views.relation)
-            panes = spark.sql(self.query.pane_sql(extra, "micro_batch" if by_batch else None))
-            # last, as a streaming table's sink adds it (a ``*`` around the aggregation passes it up mid-row)
-            return panes.select(*[f"`{c}`" for c in panes.columns if c != "micro_batch"], "micro_batch")
+            pane_rows = spark.sql(relation)
+            if reads > 1:  # the statement reads the panes more than once (a CTE over them, read twice): once
+                pane_rows = pane_rows.localCheckpoint()
+            pane_rows.createOrReplaceTempView(self.views.relation)
+            panes = spark.sql(statement)
+            # last, as a streaming table's sink adds it (a ``*`` around the aggregation passes it up mid-row);
+            # one micro-batch's panes: its number, as the sink writes it (a row without a pane has it too)
+            number = F.col("micro_batch") if batch is None else F.lit(batch).cast("int").alias("micro_batch")
+            return panes.select(*[f"`{c}`" for c in panes.columns if c != "micro_batch"], number)
 
-        if mixing != "other":
+        if partitioned or not batches:  # (no pane: the query over none, once)
             return panes_of(table, "all").orderBy("micro_batch").localCheckpoint()
-        if not batches:  # no pane: the query over none, once
-            return panes_of(table, "all").localCheckpoint()
         starts = [i for i, mb in enumerate(batches) if i == 0 or mb != batches[i - 1]]
-        parts = [panes_of(table.slice(lo, hi - lo), str(n)).localCheckpoint()
+        parts = [panes_of(table.slice(lo, hi - lo), str(n), batches[lo]).localCheckpoint()
                  for n, (lo, hi) in enumerate(zip(starts, [*starts[1:], len(table)], strict=True))]
         result = parts[0]
         for part in parts[1:]:
@@ -405,6 +441,28 @@ class PlannedReplay(MicroBatchOperator):
         finally:
             spark.conf.set(conf, before)
 
+    def _readable_rows(self) -> Any:
+        """The stored groups a pane may read. A pane of the columnar engine reads a range of micro-batches,
+        which may hold a group of its window that was dropped (the watermark of a ``PROCTIME() - lag`` stream
+        moves as a micro-batch starts): the dropped groups are left out (``PaneDriver``'s panes list the
+        micro-batches that added rows)."""
+        from pyspark.sql import functions as F
+
+        stored = self.stored.drop("__n")
+        if not self.fired.ranges or not self.drops:
+            return stored
+        dropped = self._drops().select("__key", "__ws", "__we", F.col(BATCH).alias("__mb"))
+        return stored.join(F.broadcast(dropped), ["__key", "__ws", "__we", "__mb"], "left_anti")
+
+    def _drops(self) -> Any:
+        """Every dropped (key, window, micro-batch) group, with the watermark then, the reason and the micro-batch."""
+        import pandas as pd
+
+        schema = f"__key string, __ws bigint, __we bigint, {BATCH} bigint, __wm bigint, reason string, " \
+                 "micro_batch int"
+        frame = pd.concat(self.drops, ignore_index=True)
+        return self.spark.createDataFrame(list(zip(*(frame[c].tolist() for c in frame.columns), strict=True)), schema)
+
     def _stored_columns(self) -> list[str]:
         if self.query.decomposition is not None:
             return self.query.decomposition.columns
@@ -418,9 +476,7 @@ class PlannedReplay(MicroBatchOperator):
             return None
         if not self.drops:  # nothing dropped: no job joins the table with an empty list
             return self.spark.createDataFrame([], self.late_sink.schema)
-        schema = f"__key string, __ws bigint, __we bigint, {BATCH} bigint, __wm bigint, reason string, " \
-                 "micro_batch int"
-        drops = self.spark.createDataFrame(self.drops, schema)
+        drops = self._drops()
         label = self.cut.label
         if label != BATCH:  # the label of each dropped micro-batch, to find its rows
             drops = drops.join(self.ranks.select(F.col(BATCH).cast("bigint").alias(BATCH), label), BATCH)
@@ -439,17 +495,22 @@ class PlannedReplay(MicroBatchOperator):
 
 class PlannedAssigner(WindowAssigner):
     """A planned micro-batch's (key, window) groups, looked up in the one assignment and classified late or
-    ``window closed`` by the rule of ``TimeWindowAssigner``; the dropped groups are kept for LATE ROWS TO."""
+    ``window closed`` by the rule of ``TimeWindowAssigner``, one by one for the per-window pane driver; the
+    dropped groups are kept for LATE ROWS TO."""
 
-    def __init__(self, replay: PlannedReplay):
+    def __init__(self, replay: PlannedReplay, groups: dict[int, list[tuple[WindowKey, int]]]):
         super().__init__(replay)
         self.replay = replay
+        self.groups = groups  # per table micro-batch: its groups' windows and new-row counts
 
     def assign_rows(self, spark: Any, batch: int, watermark: int) -> dict[WindowKey, int]:
+        import pandas as pd
+
         replay = self.replay
         threshold = watermark - replay.shape.lateness
         accepted: dict[WindowKey, int] = {}
-        for window, n in replay.groups.get(replay.source_batch, []):
+        dropped = []
+        for window, n in self.groups.get(replay.source_batch, []):
             state = replay.windows.get(window)
             if threshold >= MIN_TIME and window[2] <= threshold:
                 reason = DROP_LATE
@@ -458,27 +519,90 @@ class PlannedAssigner(WindowAssigner):
             else:
                 accepted[window] = n
                 continue
-            replay.drops.append((*window, replay.source_batch, watermark, reason, batch))
+            dropped.append((*window, replay.source_batch, watermark, reason, batch))
             replay.counters["late_rows_dropped"] += n
+        if dropped:
+            replay.drops.append(pd.DataFrame(dropped, columns=DROP_COLUMNS))
         return accepted
 
 
-def _how_panes_mix(shape: StreamingShape) -> str | None:
-    """How the statement around the window aggregation (or the aggregation itself) relates rows of different
-    panes: None (it does not: one query computes every pane); ``"windows"``: only through window functions of
-    the SELECTs from the carrier up (a window Top-N), which one query computes per micro-batch when they are
-    partitioned by ``micro_batch`` as well (a pane belongs to one micro-batch); ``"other"``: otherwise, so a
-    micro-batch's panes must be computed on their own, as a streaming table does."""
-    root = top_select(shape.query.node)
-    carrier = shape.carrier
-    if any(True for _ in root.find_all(exp.Union, exp.Intersect, exp.Except)):
-        return "other"
-    for select in root.find_all(exp.Select):
-        clauses = ("distinct", "limit") if select is carrier else ("group", "distinct", "limit", "having", "joins")
-        aggregates = [] if select is carrier else [a for item in select.expressions for a in item.find_all(exp.AggFunc)]
-        if any(select.args.get(k) for k in clauses) or any(a.find_ancestor(exp.Window) is None for a in aggregates):
-            return "other"
-    windows = list(root.find_all(exp.Window))
-    if not windows:
-        return None
-    return "windows" if len(windows) == len(chain_windows(carrier, root)) else "other"
+class PlannedFrames(WindowAssigner):
+    """The same for the columnar pane engine: a micro-batch's groups as one frame (key, start, end, n),
+    classified by array comparisons."""
+
+    def __init__(self, replay: PlannedReplay, groups: dict[int, Any]):
+        super().__init__(replay)
+        self.replay = replay
+        self.groups = groups
+
+    def assign_rows(self, spark: Any, batch: int, watermark: int) -> Any:
+        import numpy as np
+        import pandas as pd
+
+        replay = self.replay
+        new = self.groups.get(replay.source_batch)
+        if new is None:
+            return replay.panes.accepted()
+        threshold = watermark - replay.shape.lateness
+        late = new["end"].to_numpy() <= threshold if threshold >= MIN_TIME else np.zeros(len(new), bool)
+        closed = ~late & replay.panes.panes.are_closed(pd.MultiIndex.from_frame(new[KEY]))
+        dropped = late | closed
+        if not dropped.any():
+            return new
+        gone = new[dropped]
+        replay.drops.append(pd.DataFrame({
+            "__key": gone["key"].to_numpy(object), "__ws": gone["start"].to_numpy(), "__we": gone["end"].to_numpy(),
+            BATCH: replay.source_batch, "__wm": watermark,
+            "reason": np.where(late[dropped], DROP_LATE, DROP_CLOSED).astype(object), "micro_batch": batch},
+            columns=DROP_COLUMNS))
+        replay.counters["late_rows_dropped"] += int(gone["n"].sum())
+        return new[~dropped].reset_index(drop=True)
+
+
+DROP_COLUMNS = ["__key", "__ws", "__we", BATCH, "__wm", "reason", "micro_batch"]
+
+
+class FiredLog:
+    """Every pane a planned replay fired, with the micro-batch that fired it, to be computed at the end: the
+    per-window driver's panes list the table micro-batches they read; the columnar engine's read a range of
+    them (``[lo, hi]``, ``hi`` the table micro-batch stepped when it fired)."""
+
+    def __init__(self) -> None:
+        self.panes: list[tuple[WindowKey, Pane, int]] = []
+        self.frames: list[Any] = []
+        self.ranges = False
+
+    def add(self, fired: Fired, token: int, batch: int) -> None:
+        if isinstance(fired, FiredPanes):
+            self.ranges = True
+            if len(fired):
+                self.frames.append(fired.frame.assign(hi=token, micro_batch=batch))
+        else:
+            self.panes.extend((window, pane, batch) for window, pane in fired)
+
+    def table(self) -> tuple[Any, str]:
+        """The panes as Arrow, in firing order, and their Spark schema."""
+        import numpy as np
+        import pandas as pd
+        import pyarrow as pa
+
+        if not self.ranges:
+            table = fired_table(FiredPaneList([(w, p) for w, p, _ in self.panes]), 0)
+            batches = pa.array([mb for _, _, mb in self.panes], pa.int32())
+            return table.append_column("micro_batch", batches), FIRED_SCHEMA + ", micro_batch int"
+        frame = pd.concat(self.frames, ignore_index=True) if self.frames else \
+            FiredPanes.empty().frame.assign(hi=np.array([], np.int64), micro_batch=np.array([], np.int32))
+        lo = frame["lo"].to_numpy(np.int64)
+        reads = lo >= 0  # a pane without rows (lo -1) reads the empty range [0, -1]
+        table = pa.table({
+            "__key": pa.array(frame["key"].to_numpy(object), pa.string()),
+            "__ws": pa.array(frame["start"].to_numpy(np.int64)), "__we": pa.array(frame["end"].to_numpy(np.int64)),
+            "pane_index": pa.array(frame["pane_index"].to_numpy(np.int32)),
+            "pane_timing": pa.array(frame["pane_timing"].to_numpy(object), pa.string()),
+            "is_final": pa.array(frame["is_final"].to_numpy(bool)),
+            "__lo": pa.array(np.where(reads, lo, 0)),
+            "__hi": pa.array(np.where(reads, frame["hi"].to_numpy(np.int64), -1)),
+            "micro_batch": pa.array(frame["micro_batch"].to_numpy(np.int32))})
+        schema = ("__key string, __ws bigint, __we bigint, pane_index int, pane_timing string, is_final boolean, "
+                  "__lo bigint, __hi bigint, micro_batch int")
+        return table, schema
