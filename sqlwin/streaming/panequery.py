@@ -129,10 +129,13 @@ class PaneQuery:
 
     # -- panes --------------------------------------------------------------------------------
     def relation_sql(self, row_columns: list[str], key_ddl: str, extra: tuple[str, ...] = (),
-                     ranges: bool = False) -> str:
+                     ranges: bool = False, inner: bool = False) -> str:
         """The pane relation over the fired-panes view and the stored-rows view (``extra``: more columns of
         the fired-panes view passed through, e.g. replay's ``micro_batch``). A pane reads the micro-batches in
-        its ``tokens``, or (``ranges``) those from ``__lo`` to ``__hi``."""
+        its ``tokens``, or (``ranges``) those from ``__lo`` to ``__hi``; one that reads none is one row of
+        NULLs (an empty pane). ``inner``: every pane that reads a micro-batch finds rows there (a planned
+        replay's: none is evicted), so those panes are an inner join, which Spark may broadcast (a LEFT JOIN
+        can only broadcast the stored rows), and the empty ones are added apart."""
         v = self.views
         shape = self.shape
         items = [f"r.`{c}`" for c in row_columns]
@@ -156,8 +159,13 @@ class PaneQuery:
         else:
             bounds = "r.__ws = p.__ws AND r.__we = p.__we"
         reads = "r.__mb BETWEEN p.__lo AND p.__hi" if ranges else "ARRAY_CONTAINS(p.tokens, r.__mb)"
-        return (f"SELECT {', '.join(items)} FROM {fired} AS p LEFT JOIN {v.rows} AS r "
-                f"ON r.__key = p.__key AND {bounds} AND {reads}")
+        on = f"ON r.__key = p.__key AND {bounds} AND {reads}"
+        if not inner:
+            return f"SELECT {', '.join(items)} FROM {fired} AS p LEFT JOIN {v.rows} AS r {on}"
+        some = "__lo <= __hi" if ranges else "SIZE(tokens) > 0"
+        return (f"SELECT {', '.join(items)} FROM (SELECT * FROM {fired} AS f WHERE {some}) AS p JOIN {v.rows} AS r "
+                f"{on} UNION ALL SELECT {', '.join(items)} FROM (SELECT * FROM {fired} AS f WHERE NOT ({some})) AS p "
+                f"LEFT JOIN (SELECT * FROM {v.rows} WHERE FALSE) AS r {on}")
 
     relation_reads = 1  # how many times the last pane statement made reads the pane relation
 
