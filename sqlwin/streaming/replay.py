@@ -35,7 +35,7 @@ from sqlglot import exp
 from sqlwin.core.columnar import KEY, FiredPanes
 from sqlwin.core.panes import DROP_CLOSED, DROP_LATE, MAX_TIME, MIN_TIME, FiredPaneList, Pane, WindowKey
 from sqlwin.plan.windows import Column
-from sqlwin.streaming import storage
+from sqlwin.streaming import committer, storage
 from sqlwin.streaming.assigner import WindowAssigner
 from sqlwin.streaming.batchinput import watermark_value
 from sqlwin.streaming.engines import ColumnarEngine, Fired
@@ -57,30 +57,36 @@ CLOCK = "__sqlwin_replay_clock"
 
 def replay(spark: Any, shape: StreamingShape | StagedShape, late_view: str | None = None) -> Any:
     """The panes of the replayed query (a batch DataFrame with ``micro_batch``); LATE ROWS TO becomes a view."""
-    stream = shape.stream
     folder = storage.scratch_folder(spark, "sqlwin-replay-")  # scratch state: the panes are returned, not kept
     tag = f"replay_{uuid.uuid4().hex[:8]}"
     sink = BatchSink(f"__sqlwin_out_{tag}", storage.join(folder, "data"))
     late_name = shape.late_rows_to
     late_sink = BatchSink(late_name, storage.join(folder, "late_rows")) if late_name else None
     try:
-        has_clock = getattr(stream, "processing_time_by", None) is not None
-        if isinstance(shape, StagedShape):  # several windows: each micro-batch through the stages
-            numbered, plan = side_by_side(spark, shape.streams) if len(shape.streams) > 1 else \
-                Cut(spark, shape).numbered()
-            operator = StagedOperator(spark, shape, folder, sink, late_sink, tag)
-            result, late = _stepped(spark, operator, sink, late_sink, numbered, plan, has_clock)
-        elif (planned := PlannedReplay(spark, shape, folder, sink, late_sink, tag)).plannable(cut := Cut(spark, shape)):
-            result, late = planned.run(cut, has_clock)
-        else:
-            numbered, plan = cut.numbered()
-            operator = MicroBatchOperator(spark, shape, folder, sink, late_sink, tag)
-            result, late = _stepped(spark, operator, sink, late_sink, numbered, plan, has_clock)
+        with committer.volatile():  # scratch state: nothing restores it
+            result, late = _run(spark, shape, folder, sink, late_sink, tag)
         if late_name is not None:
             late.localCheckpoint().createOrReplaceTempView(late_name)
         return result
     finally:
         storage.delete(folder)
+
+
+def _run(spark: Any, shape: StreamingShape | StagedShape, folder: str, sink: BatchSink,
+         late_sink: BatchSink | None, tag: str) -> tuple[Any, Any]:
+    """(panes, late rows): planned where the windows do not move, else stepped micro-batch by micro-batch."""
+    has_clock = getattr(shape.stream, "processing_time_by", None) is not None
+    if isinstance(shape, StagedShape):  # several windows: each micro-batch through the stages
+        numbered, plan = side_by_side(spark, shape.streams) if len(shape.streams) > 1 else \
+            Cut(spark, shape).numbered()
+        operator = StagedOperator(spark, shape, folder, sink, late_sink, tag)
+        return _stepped(spark, operator, sink, late_sink, numbered, plan, has_clock)
+    planned = PlannedReplay(spark, shape, folder, sink, late_sink, tag)
+    if planned.plannable(cut := Cut(spark, shape)):
+        return planned.run(cut, has_clock)
+    numbered, plan = cut.numbered()
+    operator = MicroBatchOperator(spark, shape, folder, sink, late_sink, tag)
+    return _stepped(spark, operator, sink, late_sink, numbered, plan, has_clock)
 
 
 class Cut:
