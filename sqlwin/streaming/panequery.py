@@ -167,7 +167,7 @@ class PaneQuery:
                 f"{on} UNION ALL SELECT {', '.join(items)} FROM (SELECT * FROM {fired} AS f WHERE NOT ({some})) AS p "
                 f"LEFT JOIN (SELECT * FROM {v.rows} WHERE FALSE) AS r {on}")
 
-    relation_reads = 1  # how many times the last pane statement made reads the pane relation
+    relation_reads = 1  # how many times the statement the last pane_sql call made reads the pane relation
 
     def pane_sql(self, extra: tuple[str, ...] = (), partition_by: str | None = None) -> str:
         """The user's statement, reading the pane relation instead of the window TVF (or the stream); the pane

@@ -398,7 +398,8 @@ class PlannedReplay(MicroBatchOperator):
     def _panes(self) -> Any:
         """Every fired pane, by one job: the statement partitioned by ``micro_batch`` where it relates rows of
         different panes (``sqlwin.streaming.partitioned``: a micro-batch's panes are computed on their own, as
-        in a streaming table), or one job per micro-batch where that cannot be done (a LIMIT, a set operation).
+        in a streaming table), or one job per micro-batch where that cannot be done (a set operation over the
+        panes, a static table outer-joined to them).
         The fired panes reach Spark as parquet, as in a streaming table (``outputs``): a file, or a file per
         micro-batch (a filter on one file would do, but Spark 4.3 then fails to union the parts: their
         checkpoints keep the filter's constraint on an attribute the union cannot map)."""
