@@ -48,6 +48,11 @@ class WindowAssigner(Durable):
         """What reads a data micro-batch in one Spark job (statistics and assignment together), if anything."""
         return None
 
+    def panes_find_rows(self) -> bool:
+        """Whether a pane that reads a micro-batch always finds rows of its window there (then the pane relation
+        is an inner join, which Spark may broadcast): windows that neither move nor wait to be numbered."""
+        return False
+
     def keeps_partials(self) -> bool:
         """Whether partial aggregates can be the state (where every aggregate splits)."""
         return True

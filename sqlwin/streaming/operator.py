@@ -156,8 +156,8 @@ class MicroBatchOperator(StoppableBatches):
         self.rows_schema = stored.schema
         self.arrow_rows = self.shape.query.evict is None and \
             all(_parquet_safe(f.dataType) for f in stored.schema.fields)
-        # windows that neither move nor evict: a pane reads only micro-batches that stored rows of its window
-        inner = isinstance(self.assigner, TimeWindowAssigner) and self.shape.query.evict is None
+        # no evictor: the rows a pane finds are the rows its window stored
+        inner = self.assigner.panes_find_rows() and self.shape.query.evict is None
         self.relation_sql = self.query.relation_sql(stored_columns, self.key_ddl, inner=inner)
         self.pane_sql = self.query.pane_sql()
         self.outputs.prepare(self.spark)

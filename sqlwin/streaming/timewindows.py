@@ -36,6 +36,9 @@ class TimeWindowAssigner(WindowAssigner):
             return self.op.placement.initial(engine, committed)  # its windows in the driver or in Spark
         return WindowStates(driver)
 
+    def panes_find_rows(self) -> bool:
+        return True  # a pane reads from the first micro-batch that stored rows of its window
+
     # -- rows stored as they are, or a micro-batch in several Spark jobs ----------------------------
     def assign_rows(self, spark: Any, batch: int, watermark: int) -> dict[WindowKey, int]:
         """Assign, classify and store the micro-batch's rows (partial aggregates go through ``scan``); returns
