@@ -288,6 +288,13 @@ PHASES = {
     "_collect_garbage": [("operator", "MicroBatchOperator", "_collect_garbage")],
     "_commit": [("operator", "MicroBatchOperator", "_commit")],
     "step": [("operator", "MicroBatchOperator", "step")],
+    # planned replay: its Spark work up front (scan, counts), then the steps above, then the panes
+    "replay: plannable": [("plannedreplay", "PlannedReplay", "plannable"),
+                          ("countreplay", "PlannedCountReplay", "plannable")],
+    "replay: scan": [("plannedreplay", "PlannedReplay", "_stored_groups"),
+                     ("plannedreplay", "PlannedReplay", "_counts"), ("countreplay", "PlannedCountReplay", "_groups")],
+    "replay: panes": [("plannedreplay", "PlannedReplay", "_panes")],
+    "replay: run": [("plannedreplay", "PlannedReplay", "run"), ("countreplay", "PlannedCountReplay", "run")],
 }
 
 

@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sqlwin
-from sqlwin.streaming import replay as replay_module
+from sqlwin.streaming import countreplay
+from sqlwin.streaming import plannedreplay as replay_module
 from sqlwin.streaming.engines import ColumnarEngine
 from sqlwin.streaming.operator import MicroBatchOperator
 
@@ -103,10 +104,11 @@ COLUMNAR = {"tumble_lateness", "hop_early_discarding", "tumble_final", "hop_clos
 
 
 def _both(spark, monkeypatch, table: str, query: str, delay: int = 2, columnar: bool = False,
-          planned_columnar: bool = True) -> tuple:
+          planned_columnar: bool = True, planner: type = replay_module.PlannedReplay) -> tuple:
     """(planned panes, planned late rows, stepped panes, stepped late rows) for ``query`` over ``table``;
     ``columnar``: whether the stepped replay runs the columnar pane driver (checked); ``planned_columnar``:
-    whether the planned replay may (it does where the trigger is a comparison, checked)."""
+    whether the planned replay may (it does where the trigger is a comparison, checked); ``planner``: the
+    planned replay that must run (``PlannedCountReplay`` for count windows)."""
     results = []
     drivers: list[bool] = []
     planned_drivers: list[bool] = []
@@ -132,16 +134,17 @@ def _both(spark, monkeypatch, table: str, query: str, delay: int = 2, columnar: 
         runs: list[bool] = []
         with monkeypatch.context() as m:
             if planned:  # and it really is the planned path that runs
-                m.setattr(replay_module.PlannedReplay, "plannable",
-                          _recording(replay_module.PlannedReplay.plannable, runs))
+                m.setattr(planner, "plannable", _recording(planner.plannable, runs))
             else:
-                m.setattr(replay_module.PlannedReplay, "plannable", lambda self, numbered: False)
+                m.setattr(planner, "plannable", lambda self, numbered: False)
             late = f"{stream}_late"
             panes = rows_of(sqlwin.sql(spark, query.format(s=stream, late=late)))
             late_rows = rows_of(spark.table(late)) if "{late}" in query else []
         assert runs == ([True] if planned else [])
         results += [panes, late_rows]
     assert drivers == [False, False, columnar]  # planned, then stepped (a PlannedReplay is made first)
+    if planner is not replay_module.PlannedReplay:
+        return tuple(results)
     # every trigger here is a comparison one (AFTER WATERMARK [EARLY/LATE EVERY n ROWS], EMIT FINAL, the
     # default) except the global window's (no window TVF), which the columnar engine does not take
     assert planned_drivers == [planned_columnar and "TABLE {s}" in query]
@@ -205,3 +208,85 @@ def test_planned_equals_stepped_on_generated_tables(spark, monkeypatch, rows, na
                                                          columnar=name in COLUMNAR, planned_columnar=planned_columnar)
     assert planned == stepped
     assert planned_late == stepped_late
+
+
+# -- count windows (sqlwin.streaming.countreplay) ---------------------------------------------------------
+COUNT_QUERIES = {
+    # partial aggregates; rows dropped late (at or behind the watermark when they arrive) to LATE ROWS TO
+    "tumble_rows": ("SELECT k, window_index, window_start, window_end, COUNT(*) AS c, SUM(v) AS s "
+                    "FROM TUMBLE(TABLE {s} PARTITION BY k, DESCRIPTOR(ts), ROWS 2) "
+                    "GROUP BY k, window_index, window_start, window_end LATE ROWS TO {late}"),
+    # overlapping windows (slide 1, size 3), the carrier's WHERE (rows numbered, not aggregated), EMIT FINAL
+    "hop_rows_where": ("SELECT k, window_start, window_end, MAX(v) AS m, AVG(v) AS a, COUNT(*) AS c "
+                       "FROM HOP(TABLE {s} PARTITION BY k, DESCRIPTOR(ts), ROWS 1, ROWS 3) WHERE v <> 3 "
+                       "GROUP BY k, window_start, window_end LATE ROWS TO {late} EMIT FINAL"),
+    # no PARTITION BY; an aggregate kept as rows (COUNT DISTINCT); a query around the aggregation
+    "global_rows_distinct": ("SELECT window_start, n, d FROM (SELECT window_start, window_end, COUNT(*) AS n, "
+                             "COUNT(DISTINCT k) AS d FROM TUMBLE(TABLE {s}, DESCRIPTOR(ts), ROWS 3) "
+                             "GROUP BY window_start, window_end) WHERE n > 0"),
+    # hopping count windows that skip rows (slide 3, size 2)
+    "hop_rows_skip": ("SELECT k, window_index, COUNT(*) AS c, MIN(v) AS lo FROM HOP(TABLE {s} PARTITION BY k, "
+                      "DESCRIPTOR(ts), ROWS 3, ROWS 2) GROUP BY k, window_index, window_start, window_end "
+                      "LATE ROWS TO {late} EMIT WITH TRIGGER AFTER WATERMARK"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COUNT_QUERIES))
+def test_planned_count_windows_equal_stepped(spark, monkeypatch, name):
+    _table(spark, ROWS, f"pc_{name}")
+    planned, planned_late, stepped, stepped_late = _both(spark, monkeypatch, f"pc_{name}", COUNT_QUERIES[name],
+                                                         planner=countreplay.PlannedCountReplay)
+    assert planned == stepped
+    assert planned_late == stepped_late
+    assert planned  # every query fires panes on these rows
+
+
+def test_count_windows_with_early_panes_are_stepped(spark, monkeypatch):
+    """A growing count window with EARLY panes fires more than once: replayed micro-batch by micro-batch."""
+    _table(spark, ROWS, "pc_early")
+    sqlwin.sql(spark, "CREATE STREAM pc_early_s FROM TABLE pc_early ARRIVAL ORDER BY seq MICRO BATCH BY mb "
+                      "WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS")
+    runs: list[bool] = []
+    planner = countreplay.PlannedCountReplay
+    monkeypatch.setattr(planner, "plannable", _recording(planner.plannable, runs))
+    panes = sqlwin.sql(spark, "SELECT k, window_index, COUNT(*) AS c FROM TUMBLE(TABLE pc_early_s PARTITION BY k, "
+                              "DESCRIPTOR(ts), ROWS 3) GROUP BY k, window_index, window_start, window_end "
+                              "EMIT WITH TRIGGER AFTER WATERMARK EARLY EVERY 1 ROWS").collect()
+    assert runs == [False]
+    assert {r.pane_timing for r in panes} == {"EARLY", "ON_TIME"}
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=tables(), name=st.sampled_from(sorted(COUNT_QUERIES)), delay=st.integers(0, 6),
+       own_batches=st.booleans(), search=st.booleans())
+def test_planned_count_windows_equal_stepped_on_generated_tables(spark, monkeypatch, rows, name, delay,
+                                                                 own_batches, search):
+    """``own_batches``: every row a micro-batch of its own (up to 25, and as many watermarks); ``search``: the
+    micro-batch that numbers a row found by the binary search, not the CASE, whatever their number."""
+    if own_batches:
+        rows = [(k, v, ts, seq, seq) for k, v, ts, _, seq in rows]
+    monkeypatch.setattr(countreplay.PlannedCountReplay, "CASE_STEPS", 0 if search else 10**6)
+    _table(spark, rows, "pc_gen")
+    planned, planned_late, stepped, stepped_late = _both(spark, monkeypatch, "pc_gen", COUNT_QUERIES[name], delay,
+                                                         planner=countreplay.PlannedCountReplay)
+    assert planned == stepped
+    assert planned_late == stepped_late
+
+
+@pytest.mark.parametrize("case_steps", [0, 100])
+def test_the_step_that_numbers_a_row(spark, case_steps):
+    """``step_sql`` (CASE or binary search) against a bisection in Python: the first micro-batch without rows
+    whose watermark reaches the row's time, else the last one (at +infinity); ties of watermarks: the first."""
+    import bisect
+
+    from sqlwin.core.panes import MAX_TIME, MIN_TIME
+
+    steps = [(0, MIN_TIME, 0), (1, 100, None), (2, 100, 1), (3, 100, 2), (4, 250, None), (5, 250, 3),
+             (6, 251, None), (7, 251, 4), (8, 400, None), (9, 400, None), (10, 900, 5), (11, MAX_TIME, None)]
+    marks = [(1, 100), (4, 250), (6, 251), (8, 400)]
+    got = spark.range(-5, 1000).selectExpr("id", f"{countreplay.step_sql('id', steps, case_steps)} AS step") \
+        .collect()
+    for row in got:
+        position = bisect.bisect_left([w for _, w in marks], row.id)
+        assert row.step == (marks[position][0] if position < len(marks) else 11), row
+    assert len({r.step for r in got}) == 5

@@ -40,8 +40,9 @@ class CountWindowSql:
         self.form: CountForm = self.spec.count_form
 
     # -- arrivals -----------------------------------------------------------------------------
-    def arrivals(self) -> str:
-        """The micro-batch's rows of the TVF's input relation, timed and partitioned; NULL times dropped."""
+    def arrivals(self, as_json: bool = True) -> str:
+        """The micro-batch's rows of the TVF's input relation, timed and partitioned (``__part``: the PARTITION
+        BY values as JSON, a key in Python; else as a struct, where Spark alone reads it); NULL times dropped."""
         spec = self.spec
         data = spec.node.find(TableArg) if spec.node is not None else None
         relation = (data.this if data is not None else spec.relation.node).copy()
@@ -56,7 +57,9 @@ class CountWindowSql:
         relation.set("alias", exp.TableAlias(this=exp.to_identifier("__r")))
         ts = col(spec.time_col, "__r")
         parts = [a for i, p in enumerate(spec.partition_by) for a in (exp.Literal.string(f"p{i}"), col(p, "__r"))]
-        part = exp.func("TO_JSON", exp.func("NAMED_STRUCT", *parts)) if parts else exp.Literal.string("{}")
+        part = exp.func("NAMED_STRUCT", *parts) if parts else exp.Literal.string("{}")
+        if parts and as_json:
+            part = exp.func("TO_JSON", part)
         select = exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier("__r")),
                             exp.alias_(self.compiler.to_us(ts.copy(), spec), "__ts"),
                             exp.alias_(part, "__part")).from_(relation).where(exp.Not(this=exp.Is(
@@ -64,15 +67,20 @@ class CountWindowSql:
         return self.compiler.render(self.compiler.compile_node(select))
 
     # -- numbering ----------------------------------------------------------------------------
-    def numbering(self, waiting: str, bases: str) -> str:
-        """``__rn`` per partition, in ts order with the batch backend's tie-break, after ``__base`` rows."""
+    def numbering(self, waiting: str, bases: str | None) -> str:
+        """``__rn`` per partition, in ts order with the batch backend's tie-break, after ``__base`` rows (none
+        before: from 0)."""
         order = ", ".join(o.sql(D) for o in self.compiler.order_keys(self.spec, "w"))
-        return (f"SELECT w.*, COALESCE(b.__base, 0) + ROW_NUMBER() OVER (PARTITION BY w.__part ORDER BY {order}) "
-                f"- 1 AS __rn FROM {waiting} AS w LEFT JOIN {bases} AS b ON w.__part = b.__part")
+        number = f"ROW_NUMBER() OVER (PARTITION BY w.__part ORDER BY {order}) - 1"
+        if bases is None:
+            return f"SELECT w.*, {number} AS __rn FROM {waiting} AS w"
+        return (f"SELECT w.*, COALESCE(b.__base, 0) + {number} AS __rn FROM {waiting} AS w "
+                f"LEFT JOIN {bases} AS b ON w.__part = b.__part")
 
     # -- assignment ---------------------------------------------------------------------------
-    def growing_assignment(self, numbered: str) -> str:
-        """TUMBLE ROWS n and HOP ROWS m, ROWS n: a row's windows follow from its number alone."""
+    def growing_assignment(self, numbered: str, outer: bool = False) -> str:
+        """TUMBLE ROWS n and HOP ROWS m, ROWS n: a row's windows follow from its number alone (``outer``: a row
+        of no window, between hopping windows, kept once with ``__wk`` NULL)."""
         size = self.spec.size
         assert isinstance(size, Rows)
         if self.form is CountForm.TUMBLE_ROWS:
@@ -81,7 +89,8 @@ class CountWindowSql:
         assert isinstance(slide, Rows)
         m, n = slide.n, size.n
         first, last = f"DIV(__rn, {m}) + 1", f"DIV(__rn + {n}, {m})"
-        return (f"SELECT __n.*, __wk FROM {numbered} AS __n LATERAL VIEW EXPLODE(IF({first} <= {last}, "
+        return (f"SELECT __n.*, __wk FROM {numbered} AS __n LATERAL VIEW {'OUTER ' if outer else ''}"
+                f"EXPLODE(IF({first} <= {last}, "
                 f"SEQUENCE({first}, {last}), ARRAY())) __h AS __wk")
 
     def is_complete(self, k: int, numbered: int) -> bool:

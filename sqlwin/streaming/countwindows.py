@@ -146,7 +146,7 @@ class CountWindowAssigner(WindowAssigner):
                          F.min(F.when(~late, F.col("__ts"))).alias("lo"),
                          F.max(F.when(~late, F.col("__ts"))).alias("hi")).collect()[0]
         if stats["late"]:
-            late_parts.append(self._late_rows(rows.where(late), None, None, DROP_LATE))
+            late_parts.append(self.late_rows(rows.where(late), None, None, DROP_LATE))
         if stats["kept"]:
             columns = [F.col(f"`{c}`") for c in self.op.relation_columns] + [F.col("__ts"), F.col("__part")]
             rows.where(~late).select(*columns).write.mode("overwrite").parquet(self._path("waiting", batch))
@@ -155,7 +155,7 @@ class CountWindowAssigner(WindowAssigner):
             self.changed = True
         return int(stats["late"])
 
-    def _late_rows(self, rows: Any, start: str | None, end: str | None, reason: str) -> Any:
+    def late_rows(self, rows: Any, start: str | None, end: str | None, reason: str) -> Any:
         """Dropped rows in LATE ROWS TO's columns; the window bounds from columns of micros (None: NULL)."""
         from pyspark.sql import functions as F
 
@@ -245,7 +245,7 @@ class CountWindowAssigner(WindowAssigner):
             kept_rows = kept_rows.join(F.broadcast(marks), "__key", "left")
             gone = kept_rows.where(F.col("__cs").isNotNull())
             dropped = gone.count()
-            late_parts.append(self._late_rows(gone, "__cs", "__ce", DROP_CLOSED))
+            late_parts.append(self.late_rows(gone, "__cs", "__ce", DROP_CLOSED))
             kept_rows = kept_rows.where(F.col("__cs").isNull())
         self._store(kept_rows, batch, sum(accepted.values()))
         return accepted, dropped
@@ -363,12 +363,15 @@ class CountWindowAssigner(WindowAssigner):
         return keyed
 
     def _store(self, rows: Any, batch: int, count: int) -> None:
-        """The windows' new rows as the pane relation reads them (``PaneQuery.relation_sql``): the rows, or
-        their partial aggregates per window (``sqlwin.streaming.partials``) where the query decomposes."""
+        if count:
+            self.op.rows.write(self.stored_form(rows), batch, count)
+
+    def stored_form(self, rows: Any) -> Any:
+        """The windows' new rows (``keyed``'s, kept) as the pane relation reads them (``PaneQuery.relation_sql``):
+        the rows, or their partial aggregates per window (``sqlwin.streaming.partials``) where the query
+        decomposes."""
         from pyspark.sql import functions as F
 
-        if not count:
-            return
         op = self.op
         present = set(rows.columns)
         rows = rows.select(*[(F.col(f"`{f.name}`") if f.name in present else F.lit(None)).cast(f.dataType)
@@ -378,7 +381,7 @@ class CountWindowAssigner(WindowAssigner):
             rows.withColumn("__status", F.lit(None).cast("string")).createOrReplaceTempView(op.views.annotated)
             sql = decomposition.partial_sql(op.views.annotated, op.shape.source_alias, len(op.shape.keys))
             rows = rows.sparkSession.sql(sql).drop("__status", "__n")  # the micro-batch's session
-        op.rows.write(rows, batch, count)
+        return rows
 
 
 class CountWindowPanes(WindowStates):

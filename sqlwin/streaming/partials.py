@@ -107,17 +107,19 @@ class Decomposition:
         return [name for unit in self.units for name, _ in unit.partials()]
 
     def partial_sql(self, view: str, alias: str, keys: int, extra: tuple[str, ...] = (),
-                    key_after: str | None = None) -> str:
+                    key_after: str | None = None, measures: tuple[str, ...] = ()) -> str:
         """Per (key, window, status[, extra]): the row count ``__n`` and every partial aggregate of the rows.
 
-        ``key_after``: the rows have no ``__key``; it is this expression of the ``__k<i>`` columns, computed
-        once per group instead of once per row."""
+        ``key_after``: the rows have no ``__key``; it is this expression of the ``__k<i>`` columns (and
+        ``extra``), computed once per group instead of once per row. ``measures``: more aggregates (``expr AS
+        name``) the caller needs of each group."""
         group = ["__ws", "__we", "__status", *[f"__k{i}" for i in range(keys)], *extra]
         if key_after is None:
             group.insert(0, "__key")
         items = [*group, "COUNT(*) AS __n"]
         items += [f"{expr.sql(dialect='spark')} AS `{name}`" for unit in self.units
                   for name, expr in unit.partials()]
+        items += measures
         sql = f"SELECT {', '.join(items)} FROM {view} AS `{alias}` GROUP BY {', '.join(group)}"
         return sql if key_after is None else f"SELECT {key_after} AS __key, * FROM ({sql})"
 
