@@ -224,6 +224,11 @@ COUNT_QUERIES = {
     "global_rows_distinct": ("SELECT window_start, n, d FROM (SELECT window_start, window_end, COUNT(*) AS n, "
                              "COUNT(DISTINCT k) AS d FROM TUMBLE(TABLE {s}, DESCRIPTOR(ts), ROWS 3) "
                              "GROUP BY window_start, window_end) WHERE n > 0"),
+    # two PARTITION BY columns, one of them NULL in some rows (mb); HAVING; the statement's own names
+    "two_keys_having": ("SELECT k, mb AS batch_key, window_index AS w, window_end, SUM(v) AS s "
+                        "FROM TUMBLE(TABLE {s} PARTITION BY k, mb, DESCRIPTOR(ts), ROWS 2) "
+                        "GROUP BY k, mb, window_index, window_start, window_end HAVING SUM(v) > 3 "
+                        "LATE ROWS TO {late}"),
     # hopping count windows that skip rows (slide 3, size 2)
     "hop_rows_skip": ("SELECT k, window_index, COUNT(*) AS c, MIN(v) AS lo FROM HOP(TABLE {s} PARTITION BY k, "
                       "DESCRIPTOR(ts), ROWS 3, ROWS 2) GROUP BY k, window_index, window_start, window_end "

@@ -221,7 +221,7 @@ def _rows(df, columns: list[str]) -> list[tuple]:
     (CASCADE.replace("DESCRIPTOR(rowtime)", "DESCRIPTOR(ws)"), "reads the inner window's window_time"),
     (JOIN.replace(" AND L.we = R.window_end", ""), "joins ON L.window_start = R.window_start AND L.window_end"),
     (JOIN.replace("'r'), DESCRIPTOR(ts), INTERVAL 5 SECONDS", "'r'), DESCRIPTOR(ts), INTERVAL 10 SECONDS"),
-     "both sides of a streaming window join use the same window"),
+     "every side of a streaming window join uses the same window"),
     (JOIN.replace("ALLOWED LATENESS INTERVAL 4 SECONDS LATE ROWS TO {late}",
                   "EMIT WITH TRIGGER AFTER WATERMARK LATE EVERY 1 ROWS DISCARDING"),
      "DISCARDING panes in a window join"),
@@ -287,3 +287,127 @@ def test_generated_replays_equal_the_batch_query_over_kept_rows(spark, duck, tmp
         assert sorted((r[:len(columns)] for r in replayed), key=_order) == sorted(
             (tuple(v.replace(tzinfo=None) if isinstance(v, dt.datetime) else v for v in r) for r in oracle),
             key=_order)
+
+
+# -- three window queries joined (Flink chains binary window joins) -----------------------------------------------
+# each stream's rows (k, x, second) in arrival order, in order (Flink's file source: a watermark per record); the
+# last row of each moves every watermark past the first windows
+THREE = {"a": [("k1", 1, 1), ("k2", 3, 3), ("k1", 2, 12), ("k1", 9, 100)],
+         "b": [("k1", 5, 2), ("k2", 6, 4), ("k2", 7, 15), ("k1", 9, 100)],
+         "c": [("k1", 8, 5), ("k2", 9, 11), ("k1", 9, 100)]}
+THREE_JOIN = """SELECT A.k, A.window_start, A.sx, B.sx AS bx, C.sx AS cx FROM
+ (SELECT k, window_start, window_end, SUM(x) AS sx FROM TUMBLE(TABLE j3_a, DESCRIPTOR(ts), INTERVAL '10' SECONDS)
+  GROUP BY k, window_start, window_end) A
+ JOIN (SELECT k, window_start, window_end, SUM(x) AS sx FROM TUMBLE(TABLE j3_b, DESCRIPTOR(ts), INTERVAL '10' SECONDS)
+  GROUP BY k, window_start, window_end) B
+ ON A.k = B.k AND A.window_start = B.window_start AND A.window_end = B.window_end
+ {kind} JOIN (SELECT k, window_start, window_end, SUM(x) AS sx FROM TUMBLE(TABLE j3_c, DESCRIPTOR(ts),
+  INTERVAL '10' SECONDS) GROUP BY k, window_start, window_end) C
+ ON {on}.k = C.k AND {on}.window_start = C.window_start AND {on}.window_end = C.window_end"""
+# Apache Flink 2.3 (PyFlink, streaming mode, each stream a CSV file of these rows, WATERMARK ts - 1 s), printed:
+FLINK_THREE = {
+    "": [("k1", at(0), 1, 5, 8), ("k1", at(100), 9, 9, 9)],
+    "LEFT": [("k1", at(0), 1, 5, 8), ("k2", at(0), 3, 6, None), ("k1", at(100), 9, 9, 9)],
+}
+
+
+@pytest.mark.parametrize(("kind", "on"), [("", "A"), ("LEFT", "B")])
+def test_three_window_queries_joined_live_and_replayed(spark, tmp_path, monkeypatch, kind, on):
+    """A chain of window joins (the third query's ON names the first's window, or the second's): live, each
+    stream fed a row per file (as Flink's per-record watermarks), and replayed a row per micro-batch per stream
+    (side by side): Flink 2.3's answer, once each window's three watermarks passed its end; live and replay give
+    the same panes in the same micro-batches."""
+    monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(tmp_path / "root"))
+    sql = THREE_JOIN.format(kind=kind, on=on)
+    columns = ["k", "window_start", "sx", "bx", "cx"]
+    feeders = {}
+    for name in THREE:
+        feeders[name] = Feeder(tmp_path / name)
+        sqlwin.sql(spark, f"CREATE STREAM j3_{name} (k STRING, x INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - "
+                          f"INTERVAL 1 SECOND) USING json OPTIONS (path '{tmp_path / name}')")
+    sqlwin.sql(spark, "CREATE STREAMING TABLE j3_join AS " + sql)
+    table = catalog.find_table("j3_join")
+    try:
+        assert table.why == "window join"
+        for step in range(max(len(rows) for rows in THREE.values())):
+            for name, rows in THREE.items():
+                if step < len(rows):
+                    k, x, s = rows[step]
+                    feeders[name].write([{"k": k, "x": x, "ts": ts(s)}])
+                    table.process_all_available()
+        live = _rows(spark.table("j3_join"), [*columns, *PANE, "micro_batch"])
+    finally:
+        table.stop()
+        catalog.remove_table("j3_join")
+    # the window at 100 s waits for the end of the input (no later row moves the watermarks past it)
+    assert [r[:5] for r in live] == [r for r in FLINK_THREE[kind] if r[1] != at(100)]
+    assert {r[5:8] for r in live} == {(0, "ON_TIME", True)}
+    for name, rows in THREE.items():
+        spark.createDataFrame([(k, x, at(s), i) for i, (k, x, s) in enumerate(rows)],
+                              "k string, x int, ts timestamp, i int").createOrReplaceTempView(f"j3_{name}_rows")
+        sqlwin.sql(spark, f"CREATE STREAM j3_{name} FROM TABLE j3_{name}_rows ARRIVAL ORDER BY i "
+                          "WATERMARK FOR ts AS ts - INTERVAL 1 SECOND")
+    replayed = _rows(sqlwin.sql(spark, sql), [*columns, *PANE, "micro_batch"])
+    assert sorted((r[:5] for r in replayed), key=_order) == sorted(FLINK_THREE[kind], key=_order)
+    assert {r[5:8] for r in replayed} == {(0, "ON_TIME", True)}
+
+
+THREE_SIDES = """SELECT A.k, A.ws, A.s, B.c, C.m
+FROM (SELECT k, window_start AS ws, window_end AS we, SUM(v) AS s FROM TUMBLE(TABLE(SELECT * FROM {s}
+      WHERE side = 'l'), DESCRIPTOR(ts), INTERVAL 5 SECONDS) GROUP BY k, window_start, window_end) A
+LEFT JOIN (SELECT k, window_start, window_end, COUNT(*) AS c FROM TUMBLE(TABLE(SELECT * FROM {s}
+      WHERE side = 'r'), DESCRIPTOR(ts), INTERVAL 5 SECONDS) GROUP BY k, window_start, window_end) B
+ON A.k = B.k AND A.ws = B.window_start AND A.we = B.window_end
+JOIN (SELECT k, window_start, window_end, MAX(v) AS m FROM TUMBLE(TABLE(SELECT * FROM {s}
+      WHERE side = 'm'), DESCRIPTOR(ts), INTERVAL 5 SECONDS) GROUP BY k, window_start, window_end) C
+ON C.k = A.k AND C.window_start = A.ws AND C.window_end = A.we"""
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
+@given(rows=st.lists(st.tuples(st.sampled_from(["a", "b", None]), st.integers(0, 9), st.integers(0, 40),
+                               st.sampled_from(["l", "r", "m"])), min_size=0, max_size=16),
+       per_file=st.integers(1, 4))
+def test_generated_three_way_replays_equal_the_batch_query_over_kept_rows(spark, duck, tmp_path, monkeypatch, rows,
+                                                                           per_file):
+    """Three window queries of one stream joined (LEFT, then inner): the replay's panes are DuckDB's batch query
+    over the rows the watermark kept, all ON_TIME and final (no lateness)."""
+    monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(tmp_path / "root"))
+    data = [(k, v, at(s), side, i // per_file) for i, (k, v, s, side) in enumerate(rows)]
+    spark.createDataFrame(data, "k string, v int, ts timestamp, side string, f int") \
+        .createOrReplaceTempView("three_gen")
+    sqlwin.sql(spark, "CREATE STREAM r_three_gen FROM TABLE three_gen ARRIVAL ORDER BY f MICRO BATCH BY f "
+                      "WATERMARK FOR ts AS ts - INTERVAL 3 SECONDS")
+    kept = _kept([(k, v, s, side) for k, v, s, side in rows], per_file, 5, 3)
+    duck.execute("DROP TABLE IF EXISTS three_kept")
+    duck.execute("CREATE TABLE three_kept (k VARCHAR, v INTEGER, ts TIMESTAMP, side VARCHAR)")
+    if kept:
+        duck.executemany("INSERT INTO three_kept VALUES (?, ?, ?, ?)", [(k, v, at(s), side) for k, v, s, side in kept])
+    columns = ["k", "ws", "s", "c", "m"]
+    replayed = _rows(sqlwin.sql(spark, THREE_SIDES.format(s="r_three_gen")), [*columns, *PANE])
+    assert {r[len(columns):] for r in replayed} <= {(0, "ON_TIME", True)}
+    oracle = duck.execute(sqlwin.rewrite(THREE_SIDES.format(s="three_kept"), target="duckdb", catalog=duck)).fetchall()
+    assert sorted((r[:len(columns)] for r in replayed), key=_order) == sorted(
+        (tuple(v.replace(tzinfo=None) if isinstance(v, dt.datetime) else v for v in r) for r in oracle), key=_order)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    # the third query joined on the second's window_start but not its window_end
+    (lambda sql: sql.replace("AND A.window_end = C.window_end", "AND A.window_end = B.window_end"),
+     "joins ON L.window_start = R.window_start AND L.window_end"),
+    (lambda sql: sql.replace("TUMBLE(TABLE j3_c, DESCRIPTOR(ts),\n  INTERVAL '10' SECONDS)",
+                             "TUMBLE(TABLE j3_c, DESCRIPTOR(ts),\n  INTERVAL '20' SECONDS)"),
+     "every side of a streaming window join uses the same window"),
+])
+def test_chained_window_joins_that_do_not_run(spark, tmp_path, monkeypatch, change, message):
+    monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(tmp_path / "root"))
+    for name in THREE:
+        spark.createDataFrame([("k1", 1, at(1), 0)], "k string, x int, ts timestamp, i int") \
+            .createOrReplaceTempView(f"j3e_{name}_rows")
+        sqlwin.sql(spark, f"CREATE STREAM j3_{name} FROM TABLE j3e_{name}_rows ARRIVAL ORDER BY i "
+                          "WATERMARK FOR ts AS ts - INTERVAL 1 SECOND")
+    sql = change(THREE_JOIN.format(kind="", on="A"))
+    assert sql != THREE_JOIN.format(kind="", on="A")
+    with pytest.raises(SqlwinError) as err:
+        sqlwin.sql(spark, sql)
+    assert message in str(err.value)
+    assert str(err.value).startswith("line ")

@@ -8,9 +8,11 @@
   minus its lateness, so those panes are never late for the outer windows. An EMIT clause belongs on the outer
   query (its panes are the result); on the inner one it is an error.
 - **Window joins** (Flink's window join): two window queries (a window TVF or a window aggregation each, over
-  one stream each, the same window on both sides) joined on their ``window_start`` and ``window_end``. Each side
-  is a stage (it drops its own late rows, by its own watermark); the join (``windowjoin``) keeps their panes and
-  runs the user's join over a window once the watermarks of both sides have passed its end.
+  one stream each, the same window on both sides) joined on their ``window_start`` and ``window_end``, or more
+  joined in a chain (``L JOIN M ON ... JOIN R ON ...``, each ON equating the window of the query it joins with
+  one joined before, as Flink chains binary window joins). Each side is a stage (it drops its own late rows, by
+  its own watermark); the join (``windowjoin``) keeps their panes and runs the user's join over a window once
+  the watermarks of every side have passed its end.
 
 Each stage is analysed as the one-window streaming query it is (``shape.analyse``), over the stream it reads or
 over the stage it reads (a *derived* stream: a view named for the stage). ``analyse_query`` is where every
@@ -162,9 +164,6 @@ def analyse_staged(query: WindowedQuery, streams: dict, text: str) -> StagedShap
     if len(tops) == 1:
         stages = builder.chain(tops[0], top)
         return StagedShape(query, read, stages, None, text, "cascaded windows")
-    if len(tops) > 2:
-        raise SqlwinError.at(specs[tops[2]].node, "a streaming query joins two window queries (Flink's window "
-                                                  "join); join more over the streaming table")
     return builder.window_join(tops, node, top, ctes)
 
 
@@ -214,32 +213,41 @@ class _Builder:
 
     def window_join(self, tops: list[int], node: exp.Expr, top: exp.Expr,
                     ctes: dict) -> StagedShape | StreamingShape:
-        a, b = (self.carriers[i] for i in tops)
-        select = next(s for s in ancestors(a) if isinstance(s, exp.Select) and within(b, s))
+        """Two or more window queries joined in one SELECT (Flink chains binary window joins: ``L JOIN M ON
+        ... JOIN R ON ...``, each ON equating the window of the query it joins with one joined before; a window's
+        rows of all of them meet once every side's watermark has passed its end, which is what the chain emits)."""
+        carriers = [self.carriers[i] for i in tops]
+        select = next(s for s in ancestors(carriers[0]) if isinstance(s, exp.Select) and
+                      all(within(c, s) for c in carriers[1:]))
         joins = select.args.get("joins") or []
-        relations = [_relation_of(c, select) for c in (a, b)]
-        if len(joins) != 1 or relations[0] is None or relations[1] is None:
-            raise SqlwinError.at(select, "a streaming query of two window queries joins them in one SELECT: FROM "
+        relations = [_relation_of(c, select) for c in carriers]
+        if len(joins) != len(tops) - 1 or any(r is None for r in relations):
+            raise SqlwinError.at(select, "a streaming query of several window queries joins them in one SELECT: FROM "
                                          "(window query) L JOIN (window query) R ON L.window_start = R.window_start "
-                                         "AND L.window_end = R.window_end (Flink's window join)")
-        join = joins[0]
-        if join.args.get("kind") and join.args["kind"].upper() not in ("INNER", "OUTER"):
-            raise SqlwinError.at(join, f"a streaming window join is INNER, LEFT, RIGHT or FULL; not "
-                                       f"{join.args['kind'].upper()}")
-        sa, sb = (self.specs[i] for i in tops)
-        if (sa.kind, sa.size, sa.slide, sa.step, sa.offset, sa.gap) != (sb.kind, sb.size, sb.slide, sb.step,
-                                                                         sb.offset, sb.gap):
-            raise SqlwinError.at(sb.node, "both sides of a streaming window join use the same window (Flink's "
-                                          "window join): the windows they join are the same windows")
+                                         "AND L.window_end = R.window_end [JOIN (window query) ... ON ...] (Flink's "
+                                         "window join)")
+        for join in joins:
+            if join.args.get("kind") and join.args["kind"].upper() not in ("INNER", "OUTER"):
+                raise SqlwinError.at(join, f"a streaming window join is INNER, LEFT, RIGHT or FULL; not "
+                                           f"{join.args['kind'].upper()}")
+        first = self.specs[tops[0]]
+        for i in tops[1:]:
+            other = self.specs[i]
+            if (first.kind, first.size, first.slide, first.step, first.offset, first.gap) != \
+                    (other.kind, other.size, other.slide, other.step, other.offset, other.gap):
+                raise SqlwinError.at(other.node, "every side of a streaming window join uses the same window "
+                                                 "(Flink's window join): the windows they join are the same windows")
         bodies = [_body(r, ctes) for r in relations]
         aliases = [r.alias_or_name for r in relations]
-        bounds = [_bounds_through(c, body) for c, body in zip((a, b), bodies, strict=True)]
+        bounds = [_bounds_through(c, body) for c, body in zip(carriers, bodies, strict=True)]
         for found, relation in zip(bounds, relations, strict=True):
             if set(found.values()) != {"window_start", "window_end"}:
                 raise SqlwinError.at(relation, "each side of a streaming window join selects its window_start and "
                                                "window_end (Flink's window join joins on them)")
-        _check_on(join, aliases, bounds)
-        ranked = as_window_rank(self.query, self.specs, self.carriers, tops, select, relations)
+        for join in joins:
+            _check_on(join, aliases, bounds, next((n for n, r in enumerate(relations) if r is join.this), -1))
+        ranked = as_window_rank(self.query, self.specs, self.carriers, tops, select, relations) \
+            if len(tops) == 2 else None
         if ranked is not None:  # the rows of a window at its own MAX / MIN: one window operator, not a join
             shape = analyse(ranked, self.streams, self.text)
             shape.rewritten = "a window join with the window's own MAX/MIN, run as a window Top-N (RANK() = 1)"
@@ -348,18 +356,22 @@ def _relation_of(carrier: exp.Select, select: exp.Select) -> exp.Expr | None:
     return None
 
 
-def _check_on(join: exp.Join, aliases: list[str], bounds: list[dict[str, str]]) -> None:
-    """ON equates the two sides' window_start and their window_end (Flink's window join)."""
-    found = set()
+def _check_on(join: exp.Join, aliases: list[str], bounds: list[dict[str, str]], joined: int) -> None:
+    """ON equates the window_start and the window_end of the side it joins (``joined``) with those of a side
+    joined before (Flink's window join; each JOIN of a chain is one)."""
+    found: dict[str, set[int]] = {"window_start": set(), "window_end": set()}
     on = join.args.get("on")
     for eq in (on.find_all(exp.EQ) if on is not None else []):
         left, right = eq.this, eq.expression
         if not (isinstance(left, exp.Column) and isinstance(right, exp.Column)):
             continue
         named = [_side_bound(c, aliases, bounds) for c in (left, right)]
-        if None not in named and named[0][0] != named[1][0] and named[0][1] == named[1][1]:
-            found.add(named[0][1])
-    if found != {"window_start", "window_end"}:
+        if None in named or named[0][0] == named[1][0] or named[0][1] != named[1][1]:
+            continue
+        sides = {named[0][0], named[1][0]}
+        if joined in sides:
+            found[named[0][1]] |= sides - {joined}
+    if not found["window_start"] & found["window_end"]:
         raise SqlwinError.at(on if on is not None else join,
                              "a streaming window join joins ON L.window_start = R.window_start AND L.window_end = "
                              "R.window_end (Flink's window join): a window's join result is emitted once the "
@@ -369,7 +381,7 @@ def _check_on(join: exp.Join, aliases: list[str], bounds: list[dict[str, str]]) 
 def _side_bound(column: exp.Column, aliases: list[str], bounds: list[dict[str, str]]) -> tuple[int, str] | None:
     name = column.name.lower()
     sides = [n for n, a in enumerate(aliases) if column.table.lower() == a.lower()] if column.table else \
-        [n for n in range(2) if name in bounds[n]]
+        [n for n in range(len(bounds)) if name in bounds[n]]
     if len(sides) != 1 or name not in bounds[sides[0]]:
         return None
     return sides[0], bounds[sides[0]][name]
