@@ -37,6 +37,7 @@ class PlannedReplay(MicroBatchOperator):
     FUSED_SCAN = False  # no micro-batch is read here: ``_read`` and the assigner look the summary up
     KEYED_STATE = False  # the windows are stepped here, in the driver: their panes are computed at the end
     COLUMNAR_GROUPS = 64  # (key, window) groups per micro-batch from which the columnar engine steps them
+    TRACK_WINDOWS = False  # whether the fired log keeps each micro-batch's windows (a window join's side does)
     source_batch = -1  # the table micro-batch being stepped (none yet: a table without rows has none)
 
     def plannable(self, cut: Cut) -> bool:
@@ -61,13 +62,23 @@ class PlannedReplay(MicroBatchOperator):
 
     # -- the Spark work, up front -------------------------------------------------------------
     def run(self, cut: Cut, has_clock: bool) -> tuple[Any, Any]:
+        plan = self.prepare(cut)
+        drive(self, self.spark, plan, has_clock, lambda entry: entry[BATCH])
+        return self.finish()
+
+    def finish(self) -> tuple[Any, Any]:
+        """After the steps: (every fired pane, LATE ROWS TO), each by one Spark job."""
+        return self._panes(), self._late_rows()
+
+    def prepare(self, cut: Cut) -> list:
+        """The Spark work up front (the stored groups and their counts; the pane engine chosen); returns the
+        plan (per micro-batch of the table: its ``BATCH``, statistics and clock)."""
         import pandas as pd
 
-        spark = self.spark
         self.stored, plan, counts = self._stored_groups(cut)
         self.summary = {r[BATCH]: (int(r["n"]), r["max_ts"]) for r in plan}
         groups = self._counts(cut, counts)
-        self.fired = FiredLog()
+        self.fired = FiredLog(windows=self.TRACK_WINDOWS)
         self.drops: list[pd.DataFrame] = []
         columnar = ColumnarEngine.of(self.driver, global_window=self.shape.window is None)
         if columnar is not None and len(groups) >= self.COLUMNAR_GROUPS * max(len(plan), 1):
@@ -80,8 +91,7 @@ class PlannedReplay(MicroBatchOperator):
                 b: list(zip(zip(g["key"].tolist(), g["start"].tolist(), g["end"].tolist(), strict=True),
                             g["n"].tolist(), strict=True))
                 for b, g in groups.groupby(BATCH, sort=False)})
-        drive(self, spark, plan, has_clock, lambda entry: entry[BATCH])
-        return self._panes(), self._late_rows()
+        return plan
 
     def _counts(self, cut: Cut, counts: Any) -> Any:
         """The new-row count of every (key, window, micro-batch) group, as a frame (key, start, end, n,
@@ -136,7 +146,7 @@ class PlannedReplay(MicroBatchOperator):
         if data is None:
             return 0, [None]
         self.source_batch = data
-        count, max_ts = self.summary[data]
+        count, max_ts = self.summary.get(data, (0, None))  # none: a side of a join whose stream has no rows in it
         return count, [max_ts]
 
     def _token(self, batch: int) -> int:
@@ -337,18 +347,25 @@ class FiredLog:
     per-window driver's panes list the table micro-batches they read; the columnar engine's read a range of
     them (``[lo, hi]``, ``hi`` the table micro-batch stepped when it fired)."""
 
-    def __init__(self) -> None:
+    def __init__(self, windows: bool = False) -> None:
         self.panes: list[tuple[WindowKey, Pane, int]] = []
         self.frames: list[Any] = []
         self.ranges = False
+        # per micro-batch that fired, the (start, end) of its panes' windows (a planned window join asks)
+        self.windows: dict[int, list[tuple[int, int]]] | None = {} if windows else None
 
     def add(self, fired: Fired, token: int, batch: int) -> None:
         if isinstance(fired, FiredPanes):
             self.ranges = True
             if len(fired):
                 self.frames.append(fired.frame.assign(hi=token, micro_batch=batch))
+                if self.windows is not None:
+                    frame = fired.frame
+                    self.windows[batch] = list(zip(frame["start"].tolist(), frame["end"].tolist(), strict=True))
         else:
             self.panes.extend((window, pane, batch) for window, pane in fired)
+            if self.windows is not None and len(fired):
+                self.windows[batch] = [(window[1], window[2]) for window, _ in fired]
 
     def add_frame(self, frame: Any) -> None:
         """Panes already as the columnar engine's frame, with ``hi`` and ``micro_batch`` (in firing order)."""

@@ -37,6 +37,7 @@ from typing import Any
 
 from sqlwin.streaming import committer, storage
 from sqlwin.streaming.countreplay import PlannedCountReplay
+from sqlwin.streaming.joinreplay import PlannedStagedReplay
 from sqlwin.streaming.operator import MicroBatchOperator
 from sqlwin.streaming.plannedreplay import PlannedReplay
 from sqlwin.streaming.replaycut import Cut, side_by_side, stepped
@@ -68,6 +69,10 @@ def _run(spark: Any, shape: StreamingShape | StagedShape, folder: str, sink: Bat
     """(panes, late rows): planned where the windows do not move, else stepped micro-batch by micro-batch."""
     has_clock = getattr(shape.stream, "processing_time_by", None) is not None
     if isinstance(shape, StagedShape):  # several windows: each micro-batch through the stages
+        if PlannedStagedReplay.applies(shape):
+            joined = PlannedStagedReplay(spark, shape, folder, sink, late_sink, tag)
+            if joined.plannable():
+                return joined.run(has_clock)
         numbered, plan = side_by_side(spark, shape.streams) if len(shape.streams) > 1 else \
             Cut(spark, shape).numbered()
         operator = StagedOperator(spark, shape, folder, sink, late_sink, tag)

@@ -38,9 +38,7 @@ class Cut:
         self.clock = getattr(stream, "processing_time_by", None)
         if self.clock is not None:
             rows = rows.selectExpr("*", f"UNIX_MICROS({self.clock.sql('spark')}) AS {CLOCK}")
-        max_ts = F.max(watermark_value(stream, shape.time_column, rows.columns)).cast("bigint")
-        self.stats = [F.count(F.lit(1)).alias("n"), max_ts.alias("max_ts"),
-                      (F.max(CLOCK) if self.clock is not None else F.lit(None).cast("bigint")).alias("clock")]
+        self.stats = self._stats(shape, rows)
         order = ", ".join(o.sql("spark") for o in stream.arrival_order)
         group = stream.micro_batch_by.sql("spark") if stream.micro_batch_by is not None else None
         if group is None:  # one row per micro-batch: the arrival number is the label and the number
@@ -65,6 +63,24 @@ class Cut:
             self.rows = self.rows.selectExpr("*", f"ROW_NUMBER() OVER (ORDER BY {order}) AS __sqlwin_arrival") \
                 .localCheckpoint()
             self.first = F.min("__sqlwin_arrival")
+
+    def _stats(self, shape: StreamingShape, rows: Any) -> list:
+        from pyspark.sql import functions as F
+
+        max_ts = F.max(watermark_value(shape.stream, shape.time_column, rows.columns)).cast("bigint")
+        return [F.count(F.lit(1)).alias("n"), max_ts.alias("max_ts"),
+                (F.max(CLOCK) if self.clock is not None else F.lit(None).cast("bigint")).alias("clock")]
+
+    @classmethod
+    def of_numbered(cls, spark: Any, shape: StreamingShape, rows: Any) -> Cut:
+        """The cut of rows already numbered (``BATCH``, and ``CLOCK`` where the stream has PROCESSING TIME BY):
+        one stream's rows of several replayed side by side (``side_by_side``)."""
+        cut = cls.__new__(cls)
+        cut.spark = spark
+        cut.clock = getattr(shape.stream, "processing_time_by", None)
+        cut.stats = cut._stats(shape, rows)
+        cut.label, cut.rows, cut.first = BATCH, rows, None
+        return cut
 
     def summary(self) -> Any:
         """Per label: its statistics (and ``__first``, its arrival position, where labels are groups)."""

@@ -68,18 +68,24 @@ class StagedOperator(StoppableBatches):
                                               storage.join(location, "stages", str(stage.index), "out"))
             if stage.upstream is not None:
                 self._derived_view(stage)
-            kind = FedOperator if stage.upstream is not None else StageOperator
-            self.ops.append(kind(spark, stage.shape, storage.join(location, "stages", str(stage.index)), out,
-                                 late_sink if stage.owns_clause else None, f"{tag}_s{stage.index}", clock=clock))
+            self.ops.append(self._stage_operator(stage, storage.join(location, "stages", str(stage.index)), out,
+                                                 late_sink if stage.owns_clause else None, f"{tag}_s{stage.index}"))
             self.outputs.append(out)
         self.join = None
         if shape.join is not None:
             sides = [s.stage for s in shape.join.sides]
-            self.join = JoinStage(spark, shape.join, storage.join(location, "join"), sink,
+            self.join = self.JOIN(spark, shape.join, storage.join(location, "join"), sink,
                                   [self.outputs[s.index] for s in sides], [s.lateness for s in sides])
         self.store = self.ops[0].store
         self.replay_columns = {i: spark.table(s.name).columns for i, s in enumerate(shape.streams)
                                if isinstance(s, CreateReplayStream) and len(shape.streams) > 1}
+
+    JOIN = JoinStage  # the join's class (a planned replay's answers from what the sides fired)
+
+    def _stage_operator(self, stage: Stage, location: str, out: BatchSink, late_sink: BatchSink | None,
+                        tag: str) -> MicroBatchOperator:
+        kind = FedOperator if stage.upstream is not None else StageOperator
+        return kind(self.spark, stage.shape, location, out, late_sink, tag, clock=self.clock)
 
     def parts(self) -> list[Any]:
         """Each part with committed state of its own (every stage, the join): its ``store`` and ``_restore``."""

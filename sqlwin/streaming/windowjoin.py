@@ -114,18 +114,13 @@ class JoinStage:
         for i, n in enumerate(side_batches):
             if n is None:
                 continue
-            output = self.side_outputs[i]
-            rows, largest = output.written.pop(n, None) or self._measure(spark, output.batch_path(n))
+            rows, largest = self._side_batch(spark, i, n)
             if rows:
                 self.retained[i][n] = int(largest) if largest is not None else MIN_TIME
                 self.retained_rows[i][n] = rows
                 new[i] = n
         windows = self._windows(spark, previous, watermark, new)
-        if windows:
-            self._views(spark, spark.createDataFrame(windows, PANES_SCHEMA))
-            self.sink.write(spark.sql(self.sql), batch)
-        else:
-            self.sink.clear(batch)
+        self._emit(spark, windows, batch)
         expired = self._expire(watermark)
         self.current = max(self.current, self.pending)
         if any(n is not None for n in new) or windows or expired or watermark > previous or self.current > watermark:
@@ -133,25 +128,32 @@ class JoinStage:
             self.counters["micro_batches"] += 1
             self._commit(batch, source_batch)
             for i, n in expired:
-                storage.delete(self.side_outputs[i].batch_path(n))
+                self._forget(i, n)
         elif source_batch is not None:
             self.last_source_batch = source_batch
         return len(windows)
 
-    @staticmethod
-    def _measure(spark: Any, path: str) -> tuple[int, int | None]:
-        """(rows, largest window end) of a side's folder that another run wrote (a micro-batch run again after a
-        crash whose side stage had committed it): read back; no folder, no rows."""
-        from pyspark.sql import functions as F
+    # -- where the join touches Spark (a planned replay's join answers these from what its sides fired) ----------
+    def _side_batch(self, spark: Any, side: int, n: int) -> tuple[int, int | None]:
+        """(rows, largest window end) of side ``side``'s output micro-batch ``n``."""
+        output = self.side_outputs[side]
+        return output.written.pop(n, None) or self._measure(spark, output.batch_path(n))
 
-        if not storage.exists(path):
-            return 0, None
-        row = spark.read.parquet(path).agg(F.count(F.lit(1)), F.max(F.unix_micros(HIDDEN_BOUNDS[1]))).first()
-        return int(row[0]), row[1]
+    def _emit(self, spark: Any, windows: list[tuple], batch: int) -> None:
+        """The join of ``windows`` (each with its pane), written as micro-batch ``batch`` of the sink."""
+        if windows:
+            self._views(spark, spark.createDataFrame(windows, PANES_SCHEMA))
+            self.sink.write(spark.sql(self.sql), batch)
+        else:
+            self.sink.clear(batch)
 
-    def _windows(self, spark: Any, previous: int, watermark: int, new: list[int | None]) -> list[tuple]:
-        """The windows this micro-batch joins, each with its pane: ON_TIME where the watermark passed its end
-        now, LATE where a side brought a pane of a window joined before."""
+    def _forget(self, side: int, n: int) -> None:
+        """Side ``side``'s output micro-batch ``n``: no window it holds is joined again."""
+        storage.delete(self.side_outputs[side].batch_path(n))
+
+    def _found(self, spark: Any, previous: int, watermark: int, new: list[int | None]) -> list[tuple[int, int, bool]]:
+        """(start, end, late) of every window of the kept side outputs to join now: its end passed now, or (late)
+        a side brought a pane of it again."""
         from pyspark.sql import functions as F
 
         parts = []
@@ -169,15 +171,43 @@ class JoinStage:
         found = union.where(((F.col("we") > previous) & (F.col("we") <= watermark)) |
                             ((F.col("we") <= previous) & F.col("new"))) \
             .groupBy("ws", "we").agg(F.max(F.col("we") <= previous).alias("late")).collect()
+        return [(row["ws"], row["we"], row["late"]) for row in found]
+
+    def _side_rows(self, spark: Any, side: int, kept: list[int]) -> Any:
+        """The rows of side ``side``'s output micro-batches ``kept``, each with its micro-batch (``__jb``)."""
+        from pyspark.sql import functions as F
+
+        output = self.side_outputs[side]
+        rows = None
+        for n in kept:
+            part = spark.read.schema(_without_batch(output.schema)).parquet(output.batch_path(n)) \
+                .withColumn("__jb", F.lit(n))
+            rows = part if rows is None else rows.unionByName(part)
+        return rows
+
+    @staticmethod
+    def _measure(spark: Any, path: str) -> tuple[int, int | None]:
+        """(rows, largest window end) of a side's folder that another run wrote (a micro-batch run again after a
+        crash whose side stage had committed it): read back; no folder, no rows."""
+        from pyspark.sql import functions as F
+
+        if not storage.exists(path):
+            return 0, None
+        row = spark.read.parquet(path).agg(F.count(F.lit(1)), F.max(F.unix_micros(HIDDEN_BOUNDS[1]))).first()
+        return int(row[0]), row[1]
+
+    def _windows(self, spark: Any, previous: int, watermark: int, new: list[int | None]) -> list[tuple]:
+        """The windows this micro-batch joins, each with its pane: ON_TIME where the watermark passed its end
+        now, LATE where a side brought a pane of a window joined before."""
         windows = []
-        for row in sorted(found, key=lambda r: (r["we"], r["ws"])):
-            key = f"{row['ws']},{row['we']}"
-            if row["late"]:
+        for ws, we, late in sorted(self._found(spark, previous, watermark, new), key=lambda r: (r[1], r[0])):
+            key = f"{ws},{we}"
+            if late:
                 index = self.released.get(key, 1)
-                windows.append((row["ws"], row["we"], index, "LATE", False))
+                windows.append((ws, we, index, "LATE", False))
                 self.released[key] = index + 1
             else:
-                windows.append((row["ws"], row["we"], 0, "ON_TIME", self.lateness == 0))
+                windows.append((ws, we, 0, "ON_TIME", self.lateness == 0))
                 if self.lateness:
                     self.released[key] = 1
         return windows
@@ -207,13 +237,8 @@ class JoinStage:
         for i, side in enumerate(self.join.sides):
             output = self.side_outputs[i]
             kept = sorted(self.retained[i])
-            if kept:
-                rows = None
-                for n in kept:
-                    part = spark.read.schema(_without_batch(output.schema)).parquet(output.batch_path(n)) \
-                        .withColumn("__jb", F.lit(n))
-                    rows = part if rows is None else rows.unionByName(part)
-            else:
+            rows = self._side_rows(spark, i, kept) if kept else None
+            if rows is None:
                 rows = spark.createDataFrame([], _without_batch(output.schema)).withColumn("__jb", F.lit(0))
             keys = [*HIDDEN_BOUNDS, *(f"__sqlwin_k{k}" for k in range(side.stage.keys))]
             latest = Window.partitionBy(*keys).orderBy(F.col("__jb").desc(), F.col("pane_index").desc())

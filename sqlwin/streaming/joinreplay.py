@@ -1,0 +1,160 @@
+"""Planned replay of a window join: the stepped replay's panes, with the Spark work done once per side and once
+for the join instead of in every micro-batch.
+
+A stepped replay of a window join runs every micro-batch through Spark: each side's stage assigns, stores and
+fires, writes its panes, and the join reads them back to find the windows to join. But what the join decides
+(which windows it joins in which micro-batch, with which pane, over which of each side's outputs) follows from
+which windows each side fired when, not from the rows:
+
+- each side is a planned replay of its stage (``PlannedStage``: the table assigned and aggregated once, the
+  stage's own operator stepped on the counts), numbered as the sides are read side by side;
+- the join (``PlannedJoin``) is the window join's own ``JoinStage``, stepped in the same micro-batches, told
+  by each side which windows its micro-batches fired (a side whose every pane is one output row: a window
+  aggregation that is its own statement, without HAVING), and recording what it would join;
+- at the end each side's panes are computed by one Spark job, and each join micro-batch's statement runs over
+  the sides' panes it kept then, as the live join reads them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlwin.streaming.plannedreplay import PlannedReplay
+from sqlwin.streaming.replaycut import BATCH, CLOCK, Cut, drive_stages, side_by_side
+from sqlwin.streaming.shape import top_select
+from sqlwin.streaming.sinks import BatchSink
+from sqlwin.streaming.sources import SOURCE_COLUMN
+from sqlwin.streaming.staged import StagedOperator
+from sqlwin.streaming.stages import Stage, StagedShape
+from sqlwin.streaming.windowjoin import JoinStage
+
+
+class PlannedStage(PlannedReplay):
+    """A side of a planned window join: planned replay of its stage, which forwards its watermark."""
+
+    forwards_watermark = True
+    TRACK_WINDOWS = True
+
+    def one_row_per_pane(self) -> bool:
+        """Whether each pane it fires is one output row (so a micro-batch that fired panes wrote rows)."""
+        shape = self.shape
+        carrier = shape.carrier
+        return shape.aggregated and carrier is top_select(shape.query.node) and carrier.args.get("having") is None
+
+    def fired_windows(self, batch: int) -> list[tuple[int, int]]:
+        return self.fired.windows.get(batch, [])
+
+
+class PlannedJoin(JoinStage):
+    """The window join stepped on what its sides fired: it records, per micro-batch that joins windows, those
+    windows (with their panes) and the side outputs it keeps; ``panes`` computes them at the end."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        self.emitted: list[tuple[int, list[tuple], list[list[int]]]] = []
+        self.sides: list[PlannedStage] = []  # set by the staged replay once its sides are made
+        super().__init__(*args, **kwargs)
+
+    def _side_batch(self, spark: Any, side: int, n: int) -> tuple[int, int | None]:
+        windows = self.sides[side].fired_windows(n)
+        return len(windows), max((end for _, end in windows), default=None)
+
+    def _found(self, spark: Any, previous: int, watermark: int, new: list[int | None]) -> list[tuple[int, int, bool]]:
+        found: set[tuple[int, int]] = set()
+        for i, kept in enumerate(self.retained):
+            if not (watermark > previous or new[i] is not None):
+                continue
+            for n, end in kept.items():
+                if previous < end or n == new[i]:
+                    found |= {(ws, we) for ws, we in self.sides[i].fired_windows(n)
+                              if previous < we <= watermark or (we <= previous and n == new[i])}
+        return [(ws, we, we <= previous) for ws, we in found]
+
+    def _emit(self, spark: Any, windows: list[tuple], batch: int) -> None:
+        if windows:
+            self.emitted.append((batch, windows, [sorted(kept) for kept in self.retained]))
+
+    def _forget(self, side: int, n: int) -> None:
+        return None  # nothing was written
+
+    def _commit(self, batch: int, source_batch: int | None) -> None:
+        self.next_batch = batch + 1
+
+    def panes(self, spark: Any, side_panes: list[Any]) -> Any:
+        """Every join micro-batch's panes: its statement over the side panes it kept (``side_panes``: each side's,
+        with the side's ``micro_batch``), as ``JoinStage._views`` reads them from the sides' outputs."""
+        from pyspark.sql import functions as F
+
+        from sqlwin.streaming.windowjoin import PANES_SCHEMA
+
+        self.side_panes = side_panes
+        parts = []
+        for batch, windows, kept in self.emitted:
+            self.retained = [dict.fromkeys(k, 0) for k in kept]
+            self._views(spark, spark.createDataFrame(windows, PANES_SCHEMA))
+            part = spark.sql(self.sql)
+            parts.append(part.select(*[F.col(f"`{c}`") for c in part.columns],
+                                     F.lit(batch).cast("int").alias("micro_batch")))
+        if not parts:
+            return spark.sql(self.sql).withColumn("micro_batch", F.lit(None).cast("int")).where(F.lit(False)) \
+                .localCheckpoint()
+        result = parts[0]
+        for part in parts[1:]:
+            result = result.unionByName(part)
+        return result.localCheckpoint()
+
+    def _side_rows(self, spark: Any, side: int, kept: list[int]) -> Any:
+        from pyspark.sql import functions as F
+
+        rows = self.side_panes[side]
+        return rows.where(F.col("micro_batch").isin(kept)).withColumnRenamed("micro_batch", "__jb")
+
+
+class PlannedStagedReplay(StagedOperator):
+    """The staged operator of a window join with planned sides and a planned join (see the module)."""
+
+    JOIN = PlannedJoin
+
+    def __init__(self, spark: Any, shape: StagedShape, location: str, sink: BatchSink, late_sink: BatchSink | None,
+                 tag: str):
+        super().__init__(spark, shape, location, sink, late_sink, tag)
+        self.join.sides = [self.ops[s.stage.index] for s in shape.join.sides]
+
+    def _stage_operator(self, stage: Stage, location: str, out: BatchSink, late_sink: BatchSink | None,
+                        tag: str) -> PlannedStage:
+        return PlannedStage(self.spark, stage.shape, location, out, late_sink, tag)
+
+    def _rows_of(self, data: Any, stage: Stage) -> Any:
+        return data  # a micro-batch's number: each side looks its rows up in its own summary
+
+    @staticmethod
+    def applies(shape: StagedShape) -> bool:
+        """A window join of sides that each read a stream (no cascade feeds one)."""
+        return shape.join is not None and all(stage.upstream is None for stage in shape.stages)
+
+    def plannable(self) -> bool:
+        """Each side plannable (its windows do not move) and one output row per pane; the cuts made."""
+        spark, shape = self.spark, self.shape
+        if not all(op.one_row_per_pane() for op in self.ops):
+            return False
+        if len(shape.streams) > 1:
+            numbered, self.plan = side_by_side(spark, shape.streams)
+            cuts = []
+            for stage in shape.stages:
+                columns = spark.table(shape.streams[stage.stream_index].name).columns
+                clock = [CLOCK] if getattr(stage.shape.stream, "processing_time_by", None) is not None else []
+                rows = numbered.where(numbered[SOURCE_COLUMN] == stage.stream_index).select(
+                    *[f"`{c}`" for c in columns], BATCH, *clock)
+                cuts.append(Cut.of_numbered(spark, stage.shape, rows))
+        else:
+            cut = Cut(spark, shape.stages[0].shape)
+            cuts, self.plan = [cut] * len(shape.stages), None
+        self.cuts = cuts
+        return all(op.plannable(cut) for op, cut in zip(self.ops, cuts, strict=True))
+
+    def run(self, has_clock: bool) -> tuple[Any, Any]:
+        plans = [op.prepare(cut) for op, cut in zip(self.ops, self.cuts, strict=True)]
+        plan = self.plan if self.plan is not None else plans[0]
+        drive_stages(self, self.spark, plan, has_clock, lambda entry: entry[BATCH])
+        side_panes = [op.finish()[0] for op in self.ops]
+        late = next((op._late_rows() for op in self.ops if op.late_sink is not None), None)
+        return self.join.panes(self.spark, side_panes), late

@@ -1,0 +1,142 @@
+"""Planned replay of window joins (``sqlwin.streaming.joinreplay``: each side planned, the join stepped on what
+the sides fired, every pane computed at the end) against the stepped replay (every micro-batch through Spark,
+as a streaming table runs it): the same panes, late rows and micro-batch numbers, for inner, outer and chained
+joins, one stream read twice or streams side by side, LATE panes within a side's lateness, and generated
+tables."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import sqlwin
+from sqlwin.streaming import joinreplay
+
+pytestmark = pytest.mark.slow
+
+T = dt.datetime(2024, 1, 1)
+
+# one stream read by both sides (side 'l' / 'r'); L has lateness (LATE panes restate the window's join)
+ONE_STREAM = """SELECT L.k AS lk, R.k AS rk, L.s, R.c, COALESCE(L.ws, R.window_start) AS ws
+FROM (SELECT k, window_start AS ws, window_end AS we, SUM(v) AS s
+      FROM TUMBLE(TABLE(SELECT * FROM {s} WHERE side = 'l'), DESCRIPTOR(ts), INTERVAL 5 SECONDS)
+      GROUP BY k, window_start, window_end ALLOWED LATENESS INTERVAL 4 SECONDS LATE ROWS TO {late}) L
+FULL JOIN (SELECT k, window_start, window_end, COUNT(*) AS c
+      FROM TUMBLE(TABLE(SELECT * FROM {s} WHERE side = 'r'), DESCRIPTOR(ts), INTERVAL 5 SECONDS)
+      GROUP BY k, window_start, window_end) R
+ON L.k = R.k AND L.ws = R.window_start AND L.we = R.window_end"""
+
+# three streams side by side, a LEFT JOIN then an inner one (the third joined on the first's window)
+THREE_STREAMS = """SELECT A.k, A.ws, A.s, B.c, C.m
+FROM (SELECT k, window_start AS ws, window_end AS we, SUM(v) AS s FROM TUMBLE(TABLE {s}_l, DESCRIPTOR(ts),
+      INTERVAL 5 SECONDS) GROUP BY k, window_start, window_end LATE ROWS TO {late}) A
+LEFT JOIN (SELECT k, window_start, window_end, COUNT(*) AS c FROM TUMBLE(TABLE {s}_r, DESCRIPTOR(ts),
+      INTERVAL 5 SECONDS) GROUP BY k, window_start, window_end) B
+ON A.k = B.k AND A.ws = B.window_start AND A.we = B.window_end
+JOIN (SELECT k, window_start, window_end, MAX(v) AS m FROM TUMBLE(TABLE {s}_m, DESCRIPTOR(ts),
+      INTERVAL 5 SECONDS) GROUP BY k, window_start, window_end) C
+ON C.k = A.k AND C.window_start = A.ws AND C.window_end = A.we"""
+
+# Nexmark q8's shape: two streams, sides grouped without aggregates, an inner join on the key
+NEW_USERS = """SELECT p.k, p.starttime FROM (SELECT k, window_start AS starttime, window_end AS endtime
+      FROM TUMBLE(TABLE {s}_l, DESCRIPTOR(ts), INTERVAL 10 SECONDS) GROUP BY k, window_start, window_end) p
+JOIN (SELECT k AS seller, window_start AS starttime, window_end AS endtime
+      FROM TUMBLE(TABLE {s}_r, DESCRIPTOR(ts), INTERVAL 10 SECONDS) GROUP BY k, window_start, window_end) a
+ON p.k = a.seller AND p.starttime = a.starttime AND p.endtime = a.endtime"""
+
+QUERIES = {"one_stream": ONE_STREAM, "three_streams": THREE_STREAMS, "new_users": NEW_USERS}
+
+
+def at(s: float) -> dt.datetime:
+    return T + dt.timedelta(seconds=s)
+
+
+def rows_of(df) -> list[tuple]:
+    return sorted((tuple(r) for r in df.collect()),
+                  key=lambda row: tuple((False, str(v)) if v is not None else (True, "") for v in row))
+
+
+def _streams(spark, name: str, rows: list[tuple], delay: int) -> None:
+    """``rows`` (k, v, second, side, micro-batch key): one stream ``name`` of them all, and one per side
+    (``name_l``, ``name_r``, ``name_m``: side by side, micro-batch ``k`` the k-th smallest key of all)."""
+    data = [(k, v, None if s is None else at(s), side, mb, i) for i, (k, v, s, side, mb) in enumerate(rows)]
+    schema = "k string, v int, ts timestamp, side string, mb int, seq int"
+    spark.createDataFrame(data, schema).createOrReplaceTempView(f"{name}_rows")
+    watermark = f"WATERMARK FOR ts AS ts - INTERVAL {delay} SECONDS"
+    sqlwin.sql(spark, f"CREATE STREAM {name} FROM TABLE {name}_rows ARRIVAL ORDER BY seq MICRO BATCH BY mb {watermark}")
+    for side in "lrm":
+        spark.createDataFrame([r for r in data if r[3] == side], schema).createOrReplaceTempView(f"{name}_{side}_rows")
+        sqlwin.sql(spark, f"CREATE STREAM {name}_{side} FROM TABLE {name}_{side}_rows ARRIVAL ORDER BY seq "
+                          f"MICRO BATCH BY mb {watermark}")
+
+
+def _both(spark, monkeypatch, name: str, query: str) -> tuple:
+    """(planned panes, planned late rows, stepped panes, stepped late rows); the planned one checked to run."""
+    results = []
+    for planned in (True, False):
+        ran: list[bool] = []
+        original = joinreplay.PlannedStagedReplay.plannable
+
+        def recorded(self, _original=original, _ran=ran):
+            _ran.append(_original(self))
+            return _ran[-1]
+
+        with monkeypatch.context() as m:
+            m.setattr(joinreplay.PlannedStagedReplay, "plannable", recorded if planned else lambda self: False)
+            late = f"{name}_late_{'p' if planned else 's'}"
+            panes = rows_of(sqlwin.sql(spark, query.format(s=name, late=late)))
+            late_rows = rows_of(spark.table(late)) if "{late}" in query else []
+        assert ran == ([True] if planned else [])
+        results += [panes, late_rows]
+    return tuple(results)
+
+
+# out of order within and across micro-batches (the micro-batch keys too), ties, rows on window boundaries, a NULL
+# time, a NULL key, late rows (dropped, or LATE panes within L's lateness), a side without rows in a micro-batch
+ROWS = [("a", 1, 1, "l", 0), ("a", 0, 2, "r", 0), ("b", 0, 3, "r", 0), ("a", 2, 6, "l", 0), ("a", 9, 5, "m", 0),
+        ("a", 0, 8, "r", 0), ("b", 5, 12, "l", 2), ("b", 1, 10, "m", 2), ("a", 7, 3, "l", 3), ("a", 3, 8, "l", 3),
+        ("a", 1, 25, "l", 3), ("a", 0, 31, "r", 3), (None, 4, 26, "l", 3), ("a", 6, 26, "m", 3), ("b", 0, 16, "r", 5),
+        ("a", 2, None, "l", 5), ("b", 3, 15, "m", 1), ("a", 8, 30, "m", 5), ("a", 5, 40, "l", 6)]
+
+
+@pytest.mark.parametrize("name", sorted(QUERIES))
+def test_planned_window_join_replay_equals_stepped(spark, monkeypatch, name):
+    _streams(spark, f"pj_{name}", ROWS, 2)
+    planned, planned_late, stepped, stepped_late = _both(spark, monkeypatch, f"pj_{name}", QUERIES[name])
+    assert planned == stepped
+    assert planned_late == stepped_late
+    assert planned  # every query joins some windows on these rows
+
+
+def test_sides_that_are_not_one_row_per_pane_are_stepped(spark, monkeypatch):
+    """A side with HAVING may fire a pane that writes no row (the join keeps no output of that micro-batch):
+    stepped, not planned."""
+    _streams(spark, "pj_having", ROWS, 2)
+    ran: list[bool] = []
+    original = joinreplay.PlannedStagedReplay.plannable
+    monkeypatch.setattr(joinreplay.PlannedStagedReplay, "plannable", lambda self: ran.append(original(self)) or ran[-1])
+    panes = sqlwin.sql(spark, NEW_USERS.replace("GROUP BY k, window_start, window_end) a",
+                                                "GROUP BY k, window_start, window_end HAVING COUNT(*) > 1) a")
+                       .format(s="pj_having")).collect()
+    assert ran == [False]
+    assert panes is not None
+
+
+@st.composite
+def tables(draw) -> list[tuple]:
+    n = draw(st.integers(0, 20))
+    return [(draw(st.sampled_from(["a", "b", None])), draw(st.integers(0, 9)),
+             draw(st.one_of(st.none(), st.integers(0, 40))), draw(st.sampled_from("lrm")), draw(st.integers(0, 3)))
+            for _ in range(n)]
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=tables(), name=st.sampled_from(sorted(QUERIES)), delay=st.integers(0, 5))
+def test_planned_window_join_replay_equals_stepped_on_generated_tables(spark, monkeypatch, rows, name, delay):
+    _streams(spark, "pj_gen", rows, delay)
+    planned, planned_late, stepped, stepped_late = _both(spark, monkeypatch, "pj_gen", QUERIES[name])
+    assert planned == stepped
+    assert planned_late == stepped_late
