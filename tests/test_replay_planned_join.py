@@ -47,7 +47,24 @@ JOIN (SELECT k AS seller, window_start AS starttime, window_end AS endtime
       FROM TUMBLE(TABLE {s}_r, DESCRIPTOR(ts), INTERVAL 10 SECONDS) GROUP BY k, window_start, window_end) a
 ON p.k = a.seller AND p.starttime = a.starttime AND p.endtime = a.endtime"""
 
-QUERIES = {"one_stream": ONE_STREAM, "three_streams": THREE_STREAMS, "new_users": NEW_USERS}
+# a star over both sides, the ON's columns unqualified (each named by one side only)
+STAR_UNQUALIFIED = """SELECT * FROM (SELECT k, window_start AS ws, window_end AS we, SUM(v) AS s
+      FROM TUMBLE(TABLE {s}_l, DESCRIPTOR(ts), INTERVAL 5 SECONDS) GROUP BY k, window_start, window_end) L
+RIGHT JOIN (SELECT k AS rk, window_start, window_end, COUNT(*) AS c
+      FROM TUMBLE(TABLE {s}_r, DESCRIPTOR(ts), INTERVAL 5 SECONDS) GROUP BY k, window_start, window_end) R
+ON k = rk AND ws = window_start AND we = window_end"""
+
+# an aggregation over the join's rows (per join micro-batch and pane, as the stepped join computes it)
+GROUPED_OVER_JOIN = """SELECT ws, COUNT(*) AS pairs, SUM(s) AS total FROM (SELECT L.ws, L.s, R.c
+FROM (SELECT k, window_start AS ws, window_end AS we, SUM(v) AS s FROM TUMBLE(TABLE(SELECT * FROM {s}
+      WHERE side = 'l'), DESCRIPTOR(ts), INTERVAL 5 SECONDS) GROUP BY k, window_start, window_end
+      ALLOWED LATENESS INTERVAL 6 SECONDS) L
+JOIN (SELECT k, window_start, window_end, COUNT(*) AS c FROM TUMBLE(TABLE(SELECT * FROM {s}
+      WHERE side <> 'l'), DESCRIPTOR(ts), INTERVAL 5 SECONDS) GROUP BY k, window_start, window_end) R
+ON L.k = R.k AND L.ws = R.window_start AND L.we = R.window_end) GROUP BY ws"""
+
+QUERIES = {"one_stream": ONE_STREAM, "three_streams": THREE_STREAMS, "new_users": NEW_USERS,
+           "star_unqualified": STAR_UNQUALIFIED, "grouped_over_join": GROUPED_OVER_JOIN}
 
 
 def at(s: float) -> dt.datetime:

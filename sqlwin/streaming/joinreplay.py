@@ -25,7 +25,7 @@ from sqlwin.streaming.shape import top_select
 from sqlwin.streaming.sinks import BatchSink
 from sqlwin.streaming.sources import SOURCE_COLUMN
 from sqlwin.streaming.staged import StagedOperator
-from sqlwin.streaming.stages import Stage, StagedShape
+from sqlwin.streaming.stages import Stage, StagedShape, by_micro_batch
 from sqlwin.streaming.windowjoin import JoinStage
 
 
@@ -43,6 +43,9 @@ class PlannedStage(PlannedReplay):
 
     def fired_windows(self, batch: int) -> list[tuple[int, int]]:
         return self.fired.windows.get(batch, [])
+
+
+BY = "__sqlwin_jbatch"  # the join's micro-batch in the frames that hold all of them
 
 
 class PlannedJoin(JoinStage):
@@ -81,32 +84,27 @@ class PlannedJoin(JoinStage):
 
     def panes(self, spark: Any, side_panes: list[Any]) -> Any:
         """Every join micro-batch's panes: its statement over the side panes it kept (``side_panes``: each side's,
-        with the side's ``micro_batch``), as ``JoinStage._views`` reads them from the sides' outputs."""
-        from pyspark.sql import functions as F
-
+        with the side's ``micro_batch``), as ``JoinStage._views`` reads them from the sides' outputs, all in one
+        query (``stages.by_micro_batch``)."""
         from sqlwin.streaming.windowjoin import PANES_SCHEMA
 
         self.side_panes = side_panes
-        parts = []
-        for batch, windows, kept in self.emitted:
-            self.retained = [dict.fromkeys(k, 0) for k in kept]
-            self._views(spark, spark.createDataFrame(windows, PANES_SCHEMA))
-            part = spark.sql(self.sql)
-            parts.append(part.select(*[F.col(f"`{c}`") for c in part.columns],
-                                     F.lit(batch).cast("int").alias("micro_batch")))
-        if not parts:
-            return spark.sql(self.sql).withColumn("micro_batch", F.lit(None).cast("int")).where(F.lit(False)) \
-                .localCheckpoint()
-        result = parts[0]
-        for part in parts[1:]:
-            result = result.unionByName(part)
-        return result.localCheckpoint()
+        self.kept = spark.createDataFrame([(b, i, n) for b, _, kept in self.emitted for i, ns in enumerate(kept)
+                                           for n in ns], f"{BY} int, __side int, __n int")
+        windows = spark.createDataFrame([(b, *w) for b, windows, _ in self.emitted for w in windows],
+                                        f"{BY} int, {PANES_SCHEMA}")
+        self.retained = [{} for _ in self.retained]
+        self._views(spark, windows, by=BY)
+        return spark.sql(by_micro_batch(self.join).sql(dialect="spark")).localCheckpoint()
 
     def _side_rows(self, spark: Any, side: int, kept: list[int]) -> Any:
+        """A side's panes of each join micro-batch's kept outputs, with the join's micro-batch (``BY``)."""
         from pyspark.sql import functions as F
 
         rows = self.side_panes[side]
-        return rows.where(F.col("micro_batch").isin(kept)).withColumnRenamed("micro_batch", "__jb")
+        pairs = self.kept.where(F.col("__side") == side)
+        rows = rows.join(F.broadcast(pairs), rows["micro_batch"] == pairs["__n"])
+        return rows.drop("__side", "__n").withColumnRenamed("micro_batch", "__jb")
 
 
 class PlannedStagedReplay(StagedOperator):

@@ -22,12 +22,15 @@ Two ways to run it, one semantics (``PlannedReplay`` is the operator with its Sp
 - **planned count windows** (``countreplay``: TUMBLE ROWS and HOP ROWS windows that fire once, when
   complete): the watermark sequence comes from the operator's own steps over the per-micro-batch summary, and
   one Spark job numbers every kept row and finds the micro-batch that numbers it.
+- **planned window joins** (``joinreplay``: sides that read streams, each a window aggregation whose panes
+  are one row each): each side a planned replay, the join stepped on which windows the sides fired when, the
+  join's panes computed at the end in one query.
 - **stepped** (SESSION windows, whose stored rows move between sessions as they merge; count windows with
-  early panes or windows known only once complete; several windows, as a window join's): the operator runs
-  each micro-batch's rows through Spark, as a streaming table does.
+  early panes or windows known only once complete; cascaded windows and the other window joins): the operator
+  runs each micro-batch's rows through Spark, as a streaming table does.
 
 Modules: ``replaycut`` (the micro-batches of a table, and the loop that drives an operator through them),
-``plannedreplay``, ``countreplay``; this one chooses.
+``plannedreplay``, ``countreplay``, ``joinreplay``; this one chooses.
 """
 
 from __future__ import annotations

@@ -47,6 +47,7 @@ from sqlwin.streaming.windowrank import as_window_rank
 
 HIDDEN_BOUNDS = ("__sqlwin_ws", "__sqlwin_we")  # a join side's window, whatever the side calls it
 HIDDEN_PANE = ("__sqlwin_pi", "__sqlwin_pt", "__sqlwin_fin")  # the join's pane of that window
+JOIN_BATCH = "__sqlwin_jb"  # the join's micro-batch, where a side's view holds several (``by_micro_batch``)
 PANES = ("pane_index", "pane_timing", "is_final")
 _MARK = "sqlwin_stage"
 
@@ -79,6 +80,7 @@ class JoinSide:
 class WindowJoin:
     sides: list[JoinSide]
     statement: exp.Expr  # the user's statement with each side read from its view, with pane columns
+    partners: dict[str, str] = field(default_factory=dict)  # a joined side's alias -> the side its ON's window is
 
 
 @dataclass
@@ -244,8 +246,10 @@ class _Builder:
             if set(found.values()) != {"window_start", "window_end"}:
                 raise SqlwinError.at(relation, "each side of a streaming window join selects its window_start and "
                                                "window_end (Flink's window join joins on them)")
+        partners = {}
         for join in joins:
-            _check_on(join, aliases, bounds, next((n for n, r in enumerate(relations) if r is join.this), -1))
+            joined = next((n for n, r in enumerate(relations) if r is join.this), -1)
+            partners[aliases[joined]] = aliases[_check_on(join, aliases, bounds, joined)]
         ranked = as_window_rank(self.query, self.specs, self.carriers, tops, select, relations) \
             if len(tops) == 2 else None
         if ranked is not None:  # the rows of a window at its own MAX / MIN: one window operator, not a join
@@ -267,7 +271,7 @@ class _Builder:
             stage.keys = len(stage.shape.keys)
             sides.append(JoinSide(stage, aliases[n], f"__sqlwin_join_side_{n}"))
         statement = _join_statement(node, relations, sides, select)
-        return StagedShape(self.query, self.read, self.stages, WindowJoin(sides, statement), self.text,
+        return StagedShape(self.query, self.read, self.stages, WindowJoin(sides, statement, partners), self.text,
                            "window join")
 
 
@@ -356,9 +360,9 @@ def _relation_of(carrier: exp.Select, select: exp.Select) -> exp.Expr | None:
     return None
 
 
-def _check_on(join: exp.Join, aliases: list[str], bounds: list[dict[str, str]], joined: int) -> None:
+def _check_on(join: exp.Join, aliases: list[str], bounds: list[dict[str, str]], joined: int) -> int:
     """ON equates the window_start and the window_end of the side it joins (``joined``) with those of a side
-    joined before (Flink's window join; each JOIN of a chain is one)."""
+    joined before (Flink's window join; each JOIN of a chain is one): that side."""
     found: dict[str, set[int]] = {"window_start": set(), "window_end": set()}
     on = join.args.get("on")
     for eq in (on.find_all(exp.EQ) if on is not None else []):
@@ -371,11 +375,13 @@ def _check_on(join: exp.Join, aliases: list[str], bounds: list[dict[str, str]], 
         sides = {named[0][0], named[1][0]}
         if joined in sides:
             found[named[0][1]] |= sides - {joined}
-    if not found["window_start"] & found["window_end"]:
+    partners = found["window_start"] & found["window_end"]
+    if not partners:
         raise SqlwinError.at(on if on is not None else join,
                              "a streaming window join joins ON L.window_start = R.window_start AND L.window_end = "
                              "R.window_end (Flink's window join): a window's join result is emitted once the "
                              "watermarks of both sides pass its end")
+    return min(partners)
 
 
 def _side_bound(column: exp.Column, aliases: list[str], bounds: list[dict[str, str]]) -> tuple[int, str] | None:
@@ -432,6 +438,28 @@ def _join_statement(node: exp.Expr, relations: list[exp.Expr], sides: list[JoinS
         if not any(is_star(e) for e in outer.expressions):
             _add_panes(outer, [exp.column(p) for p in PANES])
     return copy
+
+
+def by_micro_batch(join: WindowJoin) -> exp.Expr:
+    """The join's statement over side views that hold several of the join's micro-batches (``JOIN_BATCH``, as
+    a planned replay computes them all at once): each JOIN also equates the micro-batch of the side it joins
+    and of the side whose window its ON equates (so rows of two micro-batches never meet, and an outer join's
+    unmatched rows stay unmatched), and ``micro_batch`` comes after the pane columns."""
+    statement = join.statement.copy()
+    select = next(s for s in statement.find_all(exp.Select) if s.meta.get(_MARK) == "join")
+    for item in select.expressions:  # a side's star (``_join_statement``'s) leaves the micro-batch out too
+        if isinstance(item, exp.Var) and item.this.endswith(")") and ".* EXCEPT (" in item.this:
+            item.set("this", f"{item.this[:-1]}, {JOIN_BATCH})")
+    for j in select.args.get("joins") or []:
+        joined = j.this.alias_or_name
+        j.set("on", exp.and_(j.args.get("on"), exp.EQ(this=exp.column(JOIN_BATCH, joined),
+                                                       expression=exp.column(JOIN_BATCH, join.partners[joined]))))
+    _add_panes(select, [exp.alias_(exp.func("COALESCE", *(exp.column(JOIN_BATCH, table=s.alias)
+                                                           for s in join.sides)), "micro_batch")])
+    for outer in (a for a in ancestors(select) if isinstance(a, exp.Select)):
+        if not any(is_star(e) for e in outer.expressions):
+            _add_panes(outer, [exp.column("micro_batch")])
+    return statement
 
 
 def _hidden_of(sides: list[JoinSide], alias: str) -> str:

@@ -26,7 +26,7 @@ from typing import Any
 
 from sqlwin.core.panes import MAX_TIME, MIN_TIME
 from sqlwin.streaming import storage
-from sqlwin.streaming.stages import HIDDEN_BOUNDS, HIDDEN_PANE, PANES, WindowJoin
+from sqlwin.streaming.stages import HIDDEN_BOUNDS, HIDDEN_PANE, JOIN_BATCH, PANES, WindowJoin
 from sqlwin.streaming.state import StateStore
 
 PANES_SCHEMA = "__p_ws bigint, __p_we bigint, __p_pi int, __p_pt string, __p_fin boolean"  # a micro-batch's panes
@@ -227,28 +227,32 @@ class JoinStage:
         return gone
 
     # -- the views the user's statement reads ----------------------------------------------------------
-    def _views(self, spark: Any, panes: Any) -> None:
+    def _views(self, spark: Any, panes: Any, by: str | None = None) -> None:
         """Each side's view: its latest pane per window and key of the windows ``panes`` names, with that
         window's join pane (hidden columns the statement selects as ``pane_index``, ...). In the micro-batch's
-        session (``foreachBatch`` runs in a session of its own, whose temporary views are its own)."""
+        session (``foreachBatch`` runs in a session of its own, whose temporary views are its own). ``by``: a
+        column of ``panes`` and of the side rows (``_side_rows``) numbering several of the join's micro-batches,
+        each with its own windows and kept outputs (a planned replay's), kept in the views as ``JOIN_BATCH``."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         for i, side in enumerate(self.join.sides):
             output = self.side_outputs[i]
             kept = sorted(self.retained[i])
-            rows = self._side_rows(spark, i, kept) if kept else None
+            rows = self._side_rows(spark, i, kept) if kept or by is not None else None
             if rows is None:
                 rows = spark.createDataFrame([], _without_batch(output.schema)).withColumn("__jb", F.lit(0))
-            keys = [*HIDDEN_BOUNDS, *(f"__sqlwin_k{k}" for k in range(side.stage.keys))]
+            keys = [*([by] if by else []), *HIDDEN_BOUNDS, *(f"__sqlwin_k{k}" for k in range(side.stage.keys))]
             latest = Window.partitionBy(*keys).orderBy(F.col("__jb").desc(), F.col("pane_index").desc())
             rows = rows.withColumn("__rank", F.dense_rank().over(latest)).where("__rank = 1")
-            rows = rows.join(F.broadcast(panes), (F.unix_micros(HIDDEN_BOUNDS[0]) == panes["__p_ws"]) &
-                             (F.unix_micros(HIDDEN_BOUNDS[1]) == panes["__p_we"]))
+            on = (F.unix_micros(HIDDEN_BOUNDS[0]) == panes["__p_ws"]) & \
+                (F.unix_micros(HIDDEN_BOUNDS[1]) == panes["__p_we"])
+            rows = rows.join(F.broadcast(panes), on & (rows[by] == panes[by]) if by else on)
             columns = [c for c in output.schema.fieldNames() if c not in (*PANES, "micro_batch")]
+            batch = [panes[by].alias(JOIN_BATCH)] if by else []
             rows.select(*[F.col(f"`{c}`") for c in columns], *(panes[p].alias(h) for p, h in
                                                                 zip(("__p_pi", "__p_pt", "__p_fin"), HIDDEN_PANE,
-                                                                    strict=True))) \
+                                                                    strict=True)), *batch) \
                 .createOrReplaceTempView(side.view)
 
 
