@@ -63,8 +63,20 @@ JOIN (SELECT k, window_start, window_end, COUNT(*) AS c FROM TUMBLE(TABLE(SELECT
       WHERE side <> 'l'), DESCRIPTOR(ts), INTERVAL 5 SECONDS) GROUP BY k, window_start, window_end) R
 ON L.k = R.k AND L.ws = R.window_start AND L.we = R.window_end) GROUP BY ws"""
 
-QUERIES = {"one_stream": ONE_STREAM, "three_streams": THREE_STREAMS, "new_users": NEW_USERS,
-           "star_unqualified": STAR_UNQUALIFIED, "grouped_over_join": GROUPED_OVER_JOIN}
+# window TVF sides (their panes are their windows' rows), Flink's FULL JOIN example
+TVF_SIDES = """SELECT L.v AS lv, R.v AS rv, COALESCE(L.window_start, R.window_start) AS ws
+FROM (SELECT * FROM TUMBLE(TABLE(SELECT * FROM {s} WHERE side = 'l'), DESCRIPTOR(ts), INTERVAL 5 SECONDS)) L
+FULL JOIN (SELECT * FROM TUMBLE(TABLE(SELECT * FROM {s} WHERE side = 'r'), DESCRIPTOR(ts), INTERVAL 5 SECONDS)) R
+ON L.k = R.k AND L.window_start = R.window_start AND L.window_end = R.window_end"""
+
+# a window function over the join: a window's ON_TIME and LATE join panes come in different micro-batches and
+# are ranked each in its own (the one query partitions the ranking by the join's micro-batch)
+TOPN_OVER_JOIN = "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY ws ORDER BY s DESC, lk) AS rn FROM (" + \
+    ONE_STREAM + ")) WHERE rn <= 1"
+
+QUERIES = {"one_stream": ONE_STREAM, "tvf_sides": TVF_SIDES, "topn_over_join": TOPN_OVER_JOIN,
+           "three_streams": THREE_STREAMS, "new_users": NEW_USERS, "star_unqualified": STAR_UNQUALIFIED,
+           "grouped_over_join": GROUPED_OVER_JOIN}
 
 
 def at(s: float) -> dt.datetime:
@@ -128,7 +140,21 @@ def test_planned_window_join_replay_equals_stepped(spark, monkeypatch, name):
     assert planned  # every query joins some windows on these rows
 
 
-def test_sides_that_are_not_one_row_per_pane_are_stepped(spark, monkeypatch):
+@pytest.mark.parametrize("name", ["one_stream", "topn_over_join"])
+def test_join_micro_batches_one_by_one(spark, monkeypatch, name):
+    """Where the statement above the join cannot be partitioned by the join's micro-batch (``NotPartitionable``:
+    made so here), each join micro-batch's panes are computed on their own: the same panes."""
+    def refuse(join):
+        raise joinreplay.NotPartitionable("as a LIMIT over the join would")
+
+    monkeypatch.setattr(joinreplay, "by_micro_batch", refuse)
+    _streams(spark, f"pj1_{name}", ROWS, 2)
+    planned, planned_late, stepped, stepped_late = _both(spark, monkeypatch, f"pj1_{name}", QUERIES[name])
+    assert planned == stepped and planned
+    assert planned_late == stepped_late
+
+
+def test_sides_whose_panes_may_write_no_row_are_stepped(spark, monkeypatch):
     """A side with HAVING may fire a pane that writes no row (the join keeps no output of that micro-batch):
     stepped, not planned."""
     _streams(spark, "pj_having", ROWS, 2)

@@ -9,8 +9,8 @@ which windows each side fired when, not from the rows:
 - each side is a planned replay of its stage (``PlannedStage``: the table assigned and aggregated once, the
   stage's own operator stepped on the counts), numbered as the sides are read side by side;
 - the join (``PlannedJoin``) is the window join's own ``JoinStage``, stepped in the same micro-batches, told
-  by each side which windows its micro-batches fired (a side whose every pane is one output row: a window
-  aggregation that is its own statement, without HAVING), and recording what it would join;
+  by each side which windows its micro-batches fired (a side whose every pane writes rows: a window
+  aggregation or window TVF that is its own statement, without HAVING), and recording what it would join;
 - at the end each side's panes are computed by one Spark job, and each join micro-batch's statement runs over
   the sides' panes it kept then, as the live join reads them.
 """
@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlwin.streaming.plannedreplay import PlannedReplay
+from sqlwin.streaming.partitioned import NotPartitionable
+from sqlwin.streaming.plannedreplay import PlannedReplay, union_of
 from sqlwin.streaming.replaycut import BATCH, CLOCK, Cut, drive_stages, side_by_side
 from sqlwin.streaming.shape import top_select
 from sqlwin.streaming.sinks import BatchSink
@@ -35,11 +36,12 @@ class PlannedStage(PlannedReplay):
     forwards_watermark = True
     TRACK_WINDOWS = True
 
-    def one_row_per_pane(self) -> bool:
-        """Whether each pane it fires is one output row (so a micro-batch that fired panes wrote rows)."""
-        shape = self.shape
-        carrier = shape.carrier
-        return shape.aggregated and carrier is top_select(shape.query.node) and carrier.args.get("having") is None
+    def rows_for_every_pane(self) -> bool:
+        """Whether every pane it fires writes output rows (so a micro-batch that fired panes wrote some): its
+        statement is the window query itself, without HAVING: an aggregation's pane is one row, a window TVF's
+        pane its window's rows (a window exists once a row came, and a join's side accumulates)."""
+        carrier = self.shape.carrier
+        return carrier is top_select(self.shape.query.node) and carrier.args.get("having") is None
 
     def fired_windows(self, batch: int) -> list[tuple[int, int]]:
         return self.fired.windows.get(batch, [])
@@ -54,10 +56,12 @@ class PlannedJoin(JoinStage):
 
     def __init__(self, *args: Any, **kwargs: Any):
         self.emitted: list[tuple[int, list[tuple], list[list[int]]]] = []
+        self.kept: Any = None  # (join micro-batch, side, side output) of the views being made, if all at once
         self.sides: list[PlannedStage] = []  # set by the staged replay once its sides are made
         super().__init__(*args, **kwargs)
 
     def _side_batch(self, spark: Any, side: int, n: int) -> tuple[int, int | None]:
+        """(panes fired, largest end): some rows where panes fired (the join counts them only as state)."""
         windows = self.sides[side].fired_windows(n)
         return len(windows), max((end for _, end in windows), default=None)
 
@@ -85,23 +89,55 @@ class PlannedJoin(JoinStage):
     def panes(self, spark: Any, side_panes: list[Any]) -> Any:
         """Every join micro-batch's panes: its statement over the side panes it kept (``side_panes``: each side's,
         with the side's ``micro_batch``), as ``JoinStage._views`` reads them from the sides' outputs, all in one
-        query (``stages.by_micro_batch``)."""
-        from sqlwin.streaming.windowjoin import PANES_SCHEMA
+        query (``stages.by_micro_batch``), or one by one where the statement cannot be partitioned by them."""
+        from pyspark.sql import functions as F
 
         self.side_panes = side_panes
-        self.kept = spark.createDataFrame([(b, i, n) for b, _, kept in self.emitted for i, ns in enumerate(kept)
+        try:
+            statement = by_micro_batch(self.join).sql(dialect="spark")
+        except NotPartitionable:  # a set operation over the join: each micro-batch on its own
+            statement = None
+        if statement is None:
+            if not self.emitted:  # no micro-batch joined a window: the statement over none, for its columns
+                return self._one(spark, (None, [], [[] for _ in self.retained])).localCheckpoint()
+            return union_of(spark, [self._one(spark, emitted).localCheckpoint() for emitted in self.emitted])
+        self._views_of(spark, self.emitted)
+        result = spark.sql(statement)
+        # last, as the sink adds it (a ``*`` above the join passes it on mid-row)
+        return result.select(*[F.col(f"`{c}`") for c in result.columns if c != "micro_batch"], "micro_batch") \
+            .localCheckpoint()
+
+    def _views_of(self, spark: Any, emitted: list[tuple[int, list[tuple], list[list[int]]]]) -> None:
+        """The sides' views of the join micro-batches ``emitted`` (their windows and kept side outputs)."""
+        from sqlwin.streaming.windowjoin import PANES_SCHEMA
+
+        self.kept = spark.createDataFrame([(b, i, n) for b, _, kept in emitted for i, ns in enumerate(kept)
                                            for n in ns], f"{BY} int, __side int, __n int")
-        windows = spark.createDataFrame([(b, *w) for b, windows, _ in self.emitted for w in windows],
+        windows = spark.createDataFrame([(b, *w) for b, windows, _ in emitted for w in windows],
                                         f"{BY} int, {PANES_SCHEMA}")
-        self.retained = [{} for _ in self.retained]
         self._views(spark, windows, by=BY)
-        return spark.sql(by_micro_batch(self.join).sql(dialect="spark")).localCheckpoint()
+
+    def _one(self, spark: Any, emitted: tuple[int | None, list[tuple], list[list[int]]]) -> Any:
+        """One join micro-batch's panes: the statement over its views, as the live join's, with its number."""
+        from pyspark.sql import functions as F
+
+        from sqlwin.streaming.windowjoin import PANES_SCHEMA
+
+        batch, windows, kept = emitted
+        self.kept = None
+        self.retained = [dict.fromkeys(k, 0) for k in kept]
+        self._views(spark, spark.createDataFrame(windows, PANES_SCHEMA))
+        part = spark.sql(self.sql)
+        return part.select(*[F.col(f"`{c}`") for c in part.columns], F.lit(batch).cast("int").alias("micro_batch"))
 
     def _side_rows(self, spark: Any, side: int, kept: list[int]) -> Any:
-        """A side's panes of each join micro-batch's kept outputs, with the join's micro-batch (``BY``)."""
+        """A side's panes of the outputs ``kept`` (one join micro-batch's), or of each join micro-batch's kept
+        outputs with its number (``BY``), where ``_views_of`` set them."""
         from pyspark.sql import functions as F
 
         rows = self.side_panes[side]
+        if self.kept is None:
+            return rows.where(F.col("micro_batch").isin(kept)).withColumnRenamed("micro_batch", "__jb")
         pairs = self.kept.where(F.col("__side") == side)
         rows = rows.join(F.broadcast(pairs), rows["micro_batch"] == pairs["__n"])
         return rows.drop("__side", "__n").withColumnRenamed("micro_batch", "__jb")
@@ -130,9 +166,9 @@ class PlannedStagedReplay(StagedOperator):
         return shape.join is not None and all(stage.upstream is None for stage in shape.stages)
 
     def plannable(self) -> bool:
-        """Each side plannable (its windows do not move) and one output row per pane; the cuts made."""
+        """Each side plannable (its windows do not move) and rows for every pane; the cuts made."""
         spark, shape = self.spark, self.shape
-        if not all(op.one_row_per_pane() for op in self.ops):
+        if not all(op.rows_for_every_pane() for op in self.ops):
             return False
         if len(shape.streams) > 1:
             numbered, self.plan = side_by_side(spark, shape.streams)

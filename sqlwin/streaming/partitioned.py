@@ -26,14 +26,17 @@ class NotPartitionable(Exception):
     """The statement relates panes in a way one partitioned query cannot reproduce."""
 
 
-def partition_by(root: exp.Expr, carrier: exp.Select, column: str) -> None:
+def partition_by(root: exp.Expr, carrier: exp.Select, column: str, carrier_windows: bool = True) -> None:
     """Partition every operator of ``root`` above ``carrier`` (whose output already has ``column``, and whose
-    own GROUP BY is partitioned by it) by ``column``; edits ``root`` in place."""
+    own GROUP BY is partitioned by it) by ``column``; edits ``root`` in place. ``carrier_windows``: the
+    carrier's own window functions too, by its FROM's ``column`` (a caller whose carrier has no such source
+    partitions them itself)."""
     panes = {id(carrier)}
     for scope in traverse_scope(root):
         node = scope.expression
         if node is carrier:
-            _partition_windows(carrier, exp.column(column, carrier.args["from_"].this.alias_or_name or None))
+            if carrier_windows:
+                _partition_windows(carrier, exp.column(column, carrier.args["from_"].this.alias_or_name or None))
             continue
         if any(id(s.expression) in panes for s in scope.subquery_scopes):
             raise NotPartitionable("an expression subquery reads the panes")
@@ -132,12 +135,12 @@ def _star_sources(item: exp.Expr, pane_sources: list[str]) -> list[str]:
     return []
 
 
-def _partition_windows(select: exp.Select, batch: exp.Column) -> None:
+def _partition_windows(select: exp.Select, batch: exp.Expr) -> None:
     """Every window function of the select (not of its subqueries) partitioned by the micro-batch too."""
     for window in list(select.find_all(exp.Window)):
         if window.find_ancestor(exp.Select) is select and not _partitioned(window, batch):
             window.append("partition_by", batch.copy())
 
 
-def _partitioned(window: exp.Window, batch: exp.Column) -> bool:
+def _partitioned(window: exp.Window, batch: exp.Expr) -> bool:
     return any(p == batch for p in window.args.get("partition_by") or [])

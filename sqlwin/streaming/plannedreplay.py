@@ -206,20 +206,8 @@ class PlannedReplay(MicroBatchOperator):
         if partitioned or not batches:  # (no pane: the query over none, once)
             return panes_of(table, "all").localCheckpoint()
         starts = [i for i, mb in enumerate(batches) if i == 0 or mb != batches[i - 1]]
-        parts = [panes_of(table.slice(lo, hi - lo), str(n), batches[lo]).localCheckpoint()
-                 for n, (lo, hi) in enumerate(zip(starts, [*starts[1:], len(table)], strict=True))]
-        result = parts[0]
-        for part in parts[1:]:
-            result = result.unionByName(part)
-        # Spark 4.3 infers a union's constraints from its children's, and fails ("key not found") on a part's
-        # constraint over a column the query selects twice (``v AS x, v``): the parts are data, nothing to infer
-        conf = "spark.sql.constraintPropagation.enabled"
-        before = spark.conf.get(conf, "true")
-        spark.conf.set(conf, "false")
-        try:
-            return result.localCheckpoint()
-        finally:
-            spark.conf.set(conf, before)
+        return union_of(spark, [panes_of(table.slice(lo, hi - lo), str(n), batches[lo]).localCheckpoint()
+                                for n, (lo, hi) in enumerate(zip(starts, [*starts[1:], len(table)], strict=True))])
 
     def _readable_rows(self) -> Any:
         """The stored groups a pane may read. A pane of the columnar engine reads a range of micro-batches,
@@ -271,6 +259,23 @@ class PlannedReplay(MicroBatchOperator):
                            F.when((F.col("__wm") > MIN_TIME) & (F.col("__wm") < MAX_TIME), F.timestamp_micros("__wm"))
                            .alias("watermark"), "reason", "micro_batch")
         return late.select(*[F.col(f"`{f.name}`").cast(f.dataType) for f in self.late_sink.schema.fields])
+
+
+def union_of(spark: Any, parts: list[Any]) -> Any:
+    """The union of micro-batches' results, each computed (checkpointed) on its own, checkpointed. Spark 4.3
+    infers a union's constraints from its children's, and fails ("key not found") on a part's constraint over
+    a column the query selects twice (``v AS x, v``) or a window function's output: the parts are data, nothing
+    to infer."""
+    result = parts[0]
+    for part in parts[1:]:
+        result = result.unionByName(part)
+    conf = "spark.sql.constraintPropagation.enabled"
+    before = spark.conf.get(conf, "true")
+    spark.conf.set(conf, "false")
+    try:
+        return result.localCheckpoint()
+    finally:
+        spark.conf.set(conf, before)
 
 
 class PlannedAssigner(WindowAssigner):

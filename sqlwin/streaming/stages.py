@@ -31,6 +31,7 @@ from sqlwin.errors import SqlwinError
 from sqlwin.plan import triggers as tp
 from sqlwin.plan.statements import CreateReplayStream, CreateStream, WatermarkSpec, WindowedQuery
 from sqlwin.plan.windows import WindowSpec
+from sqlwin.streaming import partitioned
 from sqlwin.streaming.shape import (
     LatenessClauses,
     StreamingShape,
@@ -444,7 +445,9 @@ def by_micro_batch(join: WindowJoin) -> exp.Expr:
     """The join's statement over side views that hold several of the join's micro-batches (``JOIN_BATCH``, as
     a planned replay computes them all at once): each JOIN also equates the micro-batch of the side it joins
     and of the side whose window its ON equates (so rows of two micro-batches never meet, and an outer join's
-    unmatched rows stay unmatched), and ``micro_batch`` comes after the pane columns."""
+    unmatched rows stay unmatched), the join's output carries it as ``micro_batch``, and everything above the
+    join is partitioned by it (``partitioned``: a GROUP BY or window function over the join's rows sees one
+    micro-batch's at a time). ``NotPartitionable`` where that cannot be done."""
     statement = join.statement.copy()
     select = next(s for s in statement.find_all(exp.Select) if s.meta.get(_MARK) == "join")
     for item in select.expressions:  # a side's star (``_join_statement``'s) leaves the micro-batch out too
@@ -454,11 +457,12 @@ def by_micro_batch(join: WindowJoin) -> exp.Expr:
         joined = j.this.alias_or_name
         j.set("on", exp.and_(j.args.get("on"), exp.EQ(this=exp.column(JOIN_BATCH, joined),
                                                        expression=exp.column(JOIN_BATCH, join.partners[joined]))))
-    _add_panes(select, [exp.alias_(exp.func("COALESCE", *(exp.column(JOIN_BATCH, table=s.alias)
-                                                           for s in join.sides)), "micro_batch")])
-    for outer in (a for a in ancestors(select) if isinstance(a, exp.Select)):
-        if not any(is_star(e) for e in outer.expressions):
-            _add_panes(outer, [exp.column("micro_batch")])
+    batch = exp.func("COALESCE", *(exp.column(JOIN_BATCH, table=s.alias) for s in join.sides))
+    for window in list(select.find_all(exp.Window)):  # the join's own window functions
+        if window.find_ancestor(exp.Select) is select:
+            window.append("partition_by", batch.copy())
+    _add_panes(select, [exp.alias_(batch, "micro_batch")])
+    partitioned.partition_by(statement, select, "micro_batch", carrier_windows=False)
     return statement
 
 
