@@ -11,6 +11,7 @@ import datetime as dt
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_streaming_stages import JOIN
 
 import sqlwin
 from sqlwin.streaming import joinreplay
@@ -20,14 +21,7 @@ pytestmark = pytest.mark.slow
 T = dt.datetime(2024, 1, 1)
 
 # one stream read by both sides (side 'l' / 'r'); L has lateness (LATE panes restate the window's join)
-ONE_STREAM = """SELECT L.k AS lk, R.k AS rk, L.s, R.c, COALESCE(L.ws, R.window_start) AS ws
-FROM (SELECT k, window_start AS ws, window_end AS we, SUM(v) AS s
-      FROM TUMBLE(TABLE(SELECT * FROM {s} WHERE side = 'l'), DESCRIPTOR(ts), INTERVAL 5 SECONDS)
-      GROUP BY k, window_start, window_end ALLOWED LATENESS INTERVAL 4 SECONDS LATE ROWS TO {late}) L
-FULL JOIN (SELECT k, window_start, window_end, COUNT(*) AS c
-      FROM TUMBLE(TABLE(SELECT * FROM {s} WHERE side = 'r'), DESCRIPTOR(ts), INTERVAL 5 SECONDS)
-      GROUP BY k, window_start, window_end) R
-ON L.k = R.k AND L.ws = R.window_start AND L.we = R.window_end"""
+ONE_STREAM = JOIN
 
 # three streams side by side, a LEFT JOIN then an inner one (the third joined on the first's window)
 THREE_STREAMS = """SELECT A.k, A.ws, A.s, B.c, C.m

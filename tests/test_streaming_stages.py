@@ -169,11 +169,7 @@ def test_window_join_of_two_streams_waits_for_the_slower_watermark(spark, tmp_pa
     for L (its own watermark, not R's slower one), in s2_late; [5,10) has no R row: LEFT JOIN's NULL; [10,15)
     waits for L's watermark (12 s)."""
     monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(tmp_path / "root"))
-    feeders = {}
-    for side in ("l", "r"):
-        feeders[side] = Feeder(tmp_path / side)
-        sqlwin.sql(spark, f"CREATE STREAM s2_{side} (k STRING, v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - "
-                          f"INTERVAL 2 SECONDS) USING json OPTIONS (path '{tmp_path / side}')")
+    feeders = _json_streams(spark, tmp_path, "s2", ("l", "r"), "k STRING, v INT, ts TIMESTAMP", 2)
     sqlwin.sql(spark, "CREATE STREAMING TABLE s2_join AS " + TWO_JOIN)
     table = catalog.find_table("s2_join")
     try:
@@ -205,6 +201,17 @@ def test_window_join_of_two_streams_waits_for_the_slower_watermark(spark, tmp_pa
     assert [r[:-1] for r in replayed if r not in live] == [("b", 4, 1, at(10), 0, "ON_TIME", True)]
     assert _rows(spark.table("s2_late_replayed"), ["k", "v", "window_start", "watermark", "reason"]) == \
         [("a", 5, at(0), at(7), "late")]
+
+
+def _json_streams(spark, tmp_path, prefix: str, names: tuple[str, ...], columns: str, delay: int) -> dict:
+    """A live JSON stream ``<prefix>_<name>`` per name over its own folder (watermark: ts minus ``delay``
+    seconds), and the feeder of each folder."""
+    feeders = {}
+    for name in names:
+        feeders[name] = Feeder(tmp_path / name)
+        sqlwin.sql(spark, f"CREATE STREAM {prefix}_{name} ({columns}, WATERMARK FOR ts AS ts - INTERVAL {delay} "
+                          f"SECONDS) USING json OPTIONS (path '{tmp_path / name}')")
+    return feeders
 
 
 def _order(row: tuple) -> tuple:
@@ -320,11 +327,7 @@ def test_three_window_queries_joined_live_and_replayed(spark, tmp_path, monkeypa
     monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(tmp_path / "root"))
     sql = THREE_JOIN.format(kind=kind, on=on)
     columns = ["k", "window_start", "sx", "bx", "cx"]
-    feeders = {}
-    for name in THREE:
-        feeders[name] = Feeder(tmp_path / name)
-        sqlwin.sql(spark, f"CREATE STREAM j3_{name} (k STRING, x INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - "
-                          f"INTERVAL 1 SECOND) USING json OPTIONS (path '{tmp_path / name}')")
+    feeders = _json_streams(spark, tmp_path, "j3", tuple(THREE), "k STRING, x INT, ts TIMESTAMP", 1)
     sqlwin.sql(spark, "CREATE STREAMING TABLE j3_join AS " + sql)
     table = catalog.find_table("j3_join")
     try:
