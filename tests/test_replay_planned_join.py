@@ -134,7 +134,7 @@ def test_planned_window_join_replay_equals_stepped(spark, monkeypatch, name):
     assert planned  # every query joins some windows on these rows
 
 
-@pytest.mark.parametrize("name", ["one_stream", "topn_over_join"])
+@pytest.mark.parametrize("name", ["topn_over_join"])
 def test_join_micro_batches_one_by_one(spark, monkeypatch, name):
     """Where the statement above the join cannot be partitioned by the join's micro-batch (``NotPartitionable``:
     made so here), each join micro-batch's panes are computed on their own: the same panes."""
