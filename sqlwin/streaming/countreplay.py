@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlwin.core.panes import DROP_LATE, MAX_TIME, MIN_TIME, PaneDriver
+from sqlwin.core.panes import DROP_LATE, MAX_TIME, PaneDriver
 from sqlwin.plan.triggers import AfterWatermark, EmitFinal
 from sqlwin.streaming.assigner import WindowAssigner
 from sqlwin.streaming.countwindows import GROWING, CountWindowAssigner
@@ -180,7 +180,7 @@ class PlannedCountReplay(PlannedReplay):
             "end": windows["hi"].to_numpy(np.int64) + MS, "pane_index": np.full(count, index, np.int32),
             "pane_timing": np.full(count, timing, object), "is_final": np.full(count, final, bool),
             "lo": np.zeros(count, np.int64), "hi": np.zeros(count, np.int64),
-            "micro_batch": np.array([self.numbers[int(s)] for s in windows["done"].tolist()], np.int32)})
+            "micro_batch": windows["done"].map(self.numbers).to_numpy(np.int32)})
         self.fired.add_frame(frame.sort_values("micro_batch", kind="stable"))
 
     def _late_rows_of(self, late: Any) -> Any:
@@ -191,13 +191,8 @@ class PlannedCountReplay(PlannedReplay):
             return None
         numbers = self.spark.createDataFrame([(b, self.numbers[i]) for i, _, b in self.assigner.steps
                                               if b is not None], f"{BATCH} bigint, micro_batch int")
-        late = late.join(F.broadcast(numbers), BATCH)
-        mark = F.col(WATERMARK)
-        rows = late.select(*[F.col(f"`{c}`") for c in self.relation_columns],
-                           F.lit(None).alias("window_start"), F.lit(None).alias("window_end"),
-                           F.when((mark > MIN_TIME) & (mark < MAX_TIME), F.timestamp_micros(mark)).alias("watermark"),
-                           F.lit(DROP_LATE).alias("reason"), "micro_batch")
-        return rows.select(*[F.col(f"`{f.name}`").cast(f.dataType) for f in self.late_sink.schema.fields])
+        bounds = [F.lit(None).alias("window_start"), F.lit(None).alias("window_end")]
+        return self._as_late_rows(late.join(F.broadcast(numbers), BATCH), bounds, F.col(WATERMARK), F.lit(DROP_LATE))
 
 
 def step_sql(ts: str, steps: list[tuple[int, int, int | None]], case_steps: int) -> str:

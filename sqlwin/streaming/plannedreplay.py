@@ -255,9 +255,16 @@ class PlannedReplay(MicroBatchOperator):
         rows = self.assigned.join(drops, on).drop(*[drops[k] for k in keys])
         bounds = [F.col(c) if self.shape.window else F.lit(None).cast("timestamp").alias(c)
                   for c in ("window_start", "window_end")]
-        late = rows.select(*[F.col(f"`{c}`") for c in self.relation_columns], *bounds,
-                           F.when((F.col("__wm") > MIN_TIME) & (F.col("__wm") < MAX_TIME), F.timestamp_micros("__wm"))
-                           .alias("watermark"), "reason", "micro_batch")
+        return self._as_late_rows(rows, bounds, F.col("__wm"), F.col("reason"))
+
+    def _as_late_rows(self, rows: Any, bounds: list[Any], watermark: Any, reason: Any) -> Any:
+        """``rows`` (the relation's columns and ``micro_batch``) as LATE ROWS TO holds them: with the window's
+        ``bounds``, the watermark then (micros; NULL before any and at the end of input) and the reason."""
+        from pyspark.sql import functions as F
+
+        mark = F.when((watermark > MIN_TIME) & (watermark < MAX_TIME), F.timestamp_micros(watermark))
+        late = rows.select(*[F.col(f"`{c}`") for c in self.relation_columns], *bounds, mark.alias("watermark"),
+                           reason.alias("reason"), "micro_batch")
         return late.select(*[F.col(f"`{f.name}`").cast(f.dataType) for f in self.late_sink.schema.fields])
 
 
