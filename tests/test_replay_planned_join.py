@@ -125,7 +125,9 @@ ROWS = [("a", 1, 1, "l", 0), ("a", 0, 2, "r", 0), ("b", 0, 3, "r", 0), ("a", 2, 
         ("a", 2, None, "l", 5), ("b", 3, 15, "m", 1), ("a", 8, 30, "m", 5), ("a", 5, 40, "l", 6)]
 
 
-@pytest.mark.parametrize("name", sorted(QUERIES))
+# new_users and star_unqualified (a variant of one_stream's and three_streams' joins) are drawn by the generated
+# test below; these are the shapes each path of the planned join needs (the suite's time)
+@pytest.mark.parametrize("name", ["grouped_over_join", "one_stream", "three_streams", "topn_over_join", "tvf_sides"])
 def test_planned_window_join_replay_equals_stepped(spark, monkeypatch, name):
     _streams(spark, f"pj_{name}", ROWS, 2)
     planned, planned_late, stepped, stepped_late = _both(spark, monkeypatch, f"pj_{name}", QUERIES[name])

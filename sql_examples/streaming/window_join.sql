@@ -86,3 +86,22 @@ ON B.window_start = B1.window_start AND B.window_end = B1.window_end AND B.price
 -- auction | price | bidder | date_time           | window_end          | pane_index | pane_timing | is_final | micro_batch
 -- 5       | 50    | y      | 2024-01-01 00:00:08 | 2024-01-01 00:00:10 | 0          | ON_TIME     | true     | 6
 -- 8       | 45    | y      | 2024-01-01 00:00:19 | 2024-01-01 00:00:20 | 0          | ON_TIME     | true     | 9
+
+-- The same, as Nexmark writes q7: the bids joined to their window's MAX by a time range (a bid meets the window
+-- whose end it is at most 10 s before, its own window and, for a bid exactly on a bound, the window it ends).
+-- sqlwin runs it as a window join of the bids' ranges (a HOP of each window's [end - 10 s, end]) with the
+-- windows; a window's rows meet once the watermark passes the end of its range (1 microsecond after the window's
+-- end). The same bids, the same answer: bid 7 is late on both sides (the aggregation's window has fired, and so
+-- has its range's end). `micro_batch` counts the join's own micro-batches that do something (its watermark
+-- moved, or side panes came): [:00, :10) is joined in its seventh (6), [:10, :20) at the end of the input (8).
+SELECT b.auction, b.price, b.bidder, b.date_time
+FROM bid_stream b
+JOIN (SELECT MAX(price) AS maxprice, window_end AS date_time
+      FROM TUMBLE(TABLE bid_stream, DESCRIPTOR(date_time), INTERVAL '10' SECONDS)
+      GROUP BY window_start, window_end) b1
+ON b.price = b1.maxprice
+WHERE b.date_time BETWEEN b1.date_time - INTERVAL '10' SECONDS AND b1.date_time;
+-- expect:
+-- auction | price | bidder | date_time           | pane_index | pane_timing | is_final | micro_batch
+-- 5       | 50    | y      | 2024-01-01 00:00:08 | 0          | ON_TIME     | true     | 6
+-- 8       | 45    | y      | 2024-01-01 00:00:19 | 0          | ON_TIME     | true     | 8

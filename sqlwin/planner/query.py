@@ -23,6 +23,11 @@ SchemaResolver = Callable[[exp.Expr, list[WindowSpec]], "tuple[Column, ...] | No
 _ids = count(1)
 
 
+def new_window_key() -> int:
+    """A key no planned window TVF has (``SPEC_KEY``): for a window TVF sqlwin writes itself."""
+    return next(_ids)
+
+
 class QueryPlanner:
     """Binds every window TVF of one statement, resolving each input schema through the engine."""
 

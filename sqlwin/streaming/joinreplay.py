@@ -35,6 +35,7 @@ class PlannedStage(PlannedReplay):
 
     forwards_watermark = True
     TRACK_WINDOWS = True
+    shift = (0, 0)  # what its windows' bounds move by to be the join's (``Stage.shift``)
 
     def rows_for_every_pane(self) -> bool:
         """Whether every pane it fires writes output rows (so a micro-batch that fired panes wrote some): its
@@ -44,7 +45,9 @@ class PlannedStage(PlannedReplay):
         return carrier is top_select(self.shape.query.node) and carrier.args.get("having") is None
 
     def fired_windows(self, batch: int) -> list[tuple[int, int]]:
-        return self.fired.windows.get(batch, [])
+        """The join's windows its micro-batch ``batch`` fired (its own, moved by ``shift``)."""
+        start, end = self.shift
+        return [(ws + start, we + end) for ws, we in self.fired.windows.get(batch, [])]
 
 
 BY = "__sqlwin_jbatch"  # the join's micro-batch in the frames that hold all of them
@@ -71,10 +74,11 @@ class PlannedJoin(JoinStage):
             if not (watermark > previous or new[i] is not None):
                 continue
             for n, end in kept.items():
-                if previous < end or n == new[i]:
+                if previous < end + self.delay or n == new[i]:
                     found |= {(ws, we) for ws, we in self.sides[i].fired_windows(n)
-                              if previous < we <= watermark or (we <= previous and n == new[i])}
-        return [(ws, we, we <= previous) for ws, we in found]
+                              if previous < we + self.delay <= watermark or (we + self.delay <= previous and
+                                                                             n == new[i])}
+        return [(ws, we, we + self.delay <= previous) for ws, we in found]
 
     def _emit(self, spark: Any, windows: list[tuple], batch: int) -> None:
         if windows:
@@ -155,7 +159,9 @@ class PlannedStagedReplay(StagedOperator):
 
     def _stage_operator(self, stage: Stage, location: str, out: BatchSink, late_sink: BatchSink | None,
                         tag: str) -> PlannedStage:
-        return PlannedStage(self.spark, stage.shape, location, out, late_sink, tag)
+        side = PlannedStage(self.spark, stage.shape, location, out, late_sink, tag)
+        side.shift = stage.shift
+        return side
 
     def _rows_of(self, data: Any, stage: Stage) -> Any:
         return data  # a micro-batch's number: each side looks its rows up in its own summary

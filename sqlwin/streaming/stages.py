@@ -32,6 +32,7 @@ from sqlwin.plan import triggers as tp
 from sqlwin.plan.statements import CreateReplayStream, CreateStream, WatermarkSpec, WindowedQuery
 from sqlwin.plan.windows import WindowSpec
 from sqlwin.streaming import partitioned
+from sqlwin.streaming.intervaljoin import StreamRange, as_window_join, seconds_text
 from sqlwin.streaming.shape import (
     LatenessClauses,
     StreamingShape,
@@ -64,6 +65,7 @@ class Stage:
     derived: str | None = None  # the view its upstream's panes are read by
     owns_clause: bool = False  # it is the window aggregation the statement's EMIT / lateness clauses follow
     keys: int = 0  # a join side: hidden key columns (__sqlwin_k<i>) its panes carry
+    shift: tuple[int, int] = (0, 0)  # a join side: what its windows' bounds move by to be the join's (µs)
 
     @property
     def lateness(self) -> int:
@@ -82,6 +84,7 @@ class WindowJoin:
     sides: list[JoinSide]
     statement: exp.Expr  # the user's statement with each side read from its view, with pane columns
     partners: dict[str, str] = field(default_factory=dict)  # a joined side's alias -> the side its ON's window is
+    delay: int = 0  # a window is joined once the watermark passes its end plus this (µs; ``intervaljoin``)
 
 
 @dataclass
@@ -113,13 +116,18 @@ class StagedShape(LatenessClauses):
 
 
 def analyse_query(query: WindowedQuery, streams: dict, text: str = "") -> StreamingShape | StagedShape:
-    """Every streaming query statement: one window (``shape.analyse``) or several (stages)."""
+    """Every streaming query statement: one window (``shape.analyse``) or several (stages), a stream joined
+    with its own window query by a time range as the window join it equals (``intervaljoin``)."""
+    ranged = as_window_join(query, streams)
+    if ranged is not None:
+        return analyse_staged(*ranged, streams, text)
     if len(query.windows) <= 1:
         return analyse(query, streams, text)
-    return analyse_staged(query, streams, text)
+    return analyse_staged(query, None, streams, text)
 
 
-def analyse_staged(query: WindowedQuery, streams: dict, text: str) -> StagedShape | StreamingShape:
+def analyse_staged(query: WindowedQuery, ranged: StreamRange | None, streams: dict,
+                   text: str) -> StagedShape | StreamingShape:
     refuse_result_limit(query)
     node = query.node
     top = node.expression if isinstance(node, exp.Insert) else node
@@ -167,7 +175,7 @@ def analyse_staged(query: WindowedQuery, streams: dict, text: str) -> StagedShap
     if len(tops) == 1:
         stages = builder.chain(tops[0], top)
         return StagedShape(query, read, stages, None, text, "cascaded windows")
-    return builder.window_join(tops, node, top, ctes)
+    return builder.window_join(tops, node, top, ctes, ranged)
 
 
 class _Builder:
@@ -214,11 +222,13 @@ class _Builder:
         self.stages.append(stage)
         return self.stages
 
-    def window_join(self, tops: list[int], node: exp.Expr, top: exp.Expr,
-                    ctes: dict) -> StagedShape | StreamingShape:
+    def window_join(self, tops: list[int], node: exp.Expr, top: exp.Expr, ctes: dict,
+                    ranged: StreamRange | None = None) -> StagedShape | StreamingShape:
         """Two or more window queries joined in one SELECT (Flink chains binary window joins: ``L JOIN M ON
         ... JOIN R ON ...``, each ON equating the window of the query it joins with one joined before; a window's
-        rows of all of them meet once every side's watermark has passed its end, which is what the chain emits)."""
+        rows of all of them meet once every side's watermark has passed its end, which is what the chain emits).
+        ``ranged``: a stream joined with its window query by a time range (``intervaljoin``), its side the HOP
+        of the ranges, which meets the window query's windows by the range, not ON."""
         carriers = [self.carriers[i] for i in tops]
         select = next(s for s in ancestors(carriers[0]) if isinstance(s, exp.Select) and
                       all(within(c, s) for c in carriers[1:]))
@@ -234,7 +244,7 @@ class _Builder:
                 raise SqlwinError.at(join, f"a streaming window join is INNER, LEFT, RIGHT or FULL; not "
                                            f"{join.args['kind'].upper()}")
         first = self.specs[tops[0]]
-        for i in tops[1:]:
+        for i in tops[1:] if ranged is None else []:
             other = self.specs[i]
             if (first.kind, first.size, first.slide, first.step, first.offset, first.gap) != \
                     (other.kind, other.size, other.slide, other.step, other.offset, other.gap):
@@ -244,15 +254,16 @@ class _Builder:
         aliases = [r.alias_or_name for r in relations]
         bounds = [_bounds_through(c, body) for c, body in zip(carriers, bodies, strict=True)]
         for found, relation in zip(bounds, relations, strict=True):
-            if set(found.values()) != {"window_start", "window_end"}:
+            if ranged is None and set(found.values()) != {"window_start", "window_end"}:
                 raise SqlwinError.at(relation, "each side of a streaming window join selects its window_start and "
                                                "window_end (Flink's window join joins on them)")
         partners = {}
         for join in joins:
             joined = next((n for n, r in enumerate(relations) if r is join.this), -1)
-            partners[aliases[joined]] = aliases[_check_on(join, aliases, bounds, joined)]
+            partners[aliases[joined]] = aliases[1 - joined] if ranged is not None else \
+                aliases[_check_on(join, aliases, bounds, joined)]
         ranked = as_window_rank(self.query, self.specs, self.carriers, tops, select, relations) \
-            if len(tops) == 2 else None
+            if len(tops) == 2 and ranged is None else None
         if ranked is not None:  # the rows of a window at its own MAX / MIN: one window operator, not a join
             shape = analyse(ranked, self.streams, self.text)
             shape.rewritten = "a window join with the window's own MAX/MIN, run as a window Top-N (RANK() = 1)"
@@ -268,12 +279,15 @@ class _Builder:
             if stage.owns_clause and carrier is not top_select(stage.shape.query.node):
                 raise SqlwinError.at(self.clause, "EMIT / ALLOWED LATENESS on a window join's side apply where the "
                                                   "side is the window aggregation itself")
-            _hide(stage.shape, carrier)
+            if ranged is not None and self.specs[i] is ranged.spec:
+                stage.shift = ranged.shift
+            _hide(stage.shape, carrier, stage.shift)
             stage.keys = len(stage.shape.keys)
             sides.append(JoinSide(stage, aliases[n], f"__sqlwin_join_side_{n}"))
-        statement = _join_statement(node, relations, sides, select)
-        return StagedShape(self.query, self.read, self.stages, WindowJoin(sides, statement, partners), self.text,
-                           "window join")
+        statement = _join_statement(node, relations, sides, select, same_window=ranged is not None)
+        return StagedShape(self.query, self.read, self.stages, WindowJoin(sides, statement, partners,
+                                                                          ranged.delay if ranged else 0),
+                           self.text, "window join" if ranged is None else "a stream joined by a time range")
 
 
 def _wrap_joined_tvf(tvf: exp.Expr) -> None:
@@ -394,22 +408,31 @@ def _side_bound(column: exp.Column, aliases: list[str], bounds: list[dict[str, s
     return sides[0], bounds[sides[0]][name]
 
 
-def _hide(shape: StreamingShape, carrier: exp.Select) -> None:
-    """A join side's panes carry its window (and keys) under names of sqlwin's own."""
+def _hide(shape: StreamingShape, carrier: exp.Select, shift: tuple[int, int] = (0, 0)) -> None:
+    """A join side's panes carry its window (and keys) under names of sqlwin's own; ``shift`` moves the window's
+    bounds to the join's (``Stage.shift``)."""
     top = top_select(shape.query.node)
     bounds = _bounds_through(carrier, top)
     names = {v: k for k, v in bounds.items()}
-    for bound, hidden in zip(("window_start", "window_end"), HIDDEN_BOUNDS, strict=True):
-        top.append("expressions", exp.alias_(exp.column(names[bound]), hidden))
+    for bound, hidden, by in zip(("window_start", "window_end"), HIDDEN_BOUNDS, shift, strict=True):
+        if bound not in names and top is not carrier:
+            raise SqlwinError.at(top, "the window query a stream joins by a time range passes window_start and "
+                                      "window_end on (or is the window query itself)")
+        column = exp.column(names.get(bound, bound))
+        moved = exp.Add(this=column, expression=exp.Interval(this=exp.Literal.string(seconds_text(by)),
+                                                             unit=exp.Var(this="SECOND"))) if by else column
+        top.append("expressions", exp.alias_(moved, hidden))
     if top is carrier:
         for k, key in enumerate(shape.keys):
             top.append("expressions", exp.alias_(key.copy(), f"__sqlwin_k{k}"))
 
 
-def _join_statement(node: exp.Expr, relations: list[exp.Expr], sides: list[JoinSide],
-                    select: exp.Select) -> exp.Expr:
+def _join_statement(node: exp.Expr, relations: list[exp.Expr], sides: list[JoinSide], select: exp.Select,
+                    same_window: bool = False) -> exp.Expr:
     """The user's statement over the sides' views, with the join's pane columns (``pane_index``, ``pane_timing``,
-    ``is_final``: one pane per window) selected after the user's columns, through every SELECT up to the top."""
+    ``is_final``: one pane per window) selected after the user's columns, through every SELECT up to the top.
+    ``same_window``: the user's ON does not equate the windows (a join by a time range), so the join adds it:
+    the views hold every window joined in the micro-batch, and a row meets the other side's rows of its own."""
     for n, relation in enumerate(relations):
         relation.meta[_MARK] = f"side{n}"
     select.meta[_MARK] = "join"
@@ -423,6 +446,10 @@ def _join_statement(node: exp.Expr, relations: list[exp.Expr], sides: list[JoinS
             this=exp.to_identifier(side.alias))))
     _drop_unread_ctes(copy)
     join = next(s for s in copy.find_all(exp.Select) if s.meta.get(_MARK) == "join")
+    if same_window:
+        on = join.args["joins"][0]
+        on.set("on", exp.and_(on.args.get("on"), *(exp.EQ(this=exp.column(h, sides[0].alias), expression=exp.column(
+            h, sides[1].alias)) for h in HIDDEN_BOUNDS)))
     items = []
     for e in join.expressions:
         if is_star(e):

@@ -6,7 +6,8 @@ window end each folder holds, and its own watermark: the smaller of the sides' w
 panes (``core.panes.ForwardedWatermark``'s rule). In micro-batch ``n``, with ``W`` its watermark and ``P`` the
 previous micro-batch's:
 
-- **ON_TIME**: every window with rows on either side whose end lies in ``(P, W]`` is joined: the user's
+- **ON_TIME**: every window with rows on either side whose end (plus the join's ``delay``, 0 but for a stream
+  joined by a time range: ``intervaljoin``) lies in ``(P, W]`` is joined: the user's
   statement runs over the sides' views, each holding that window's latest pane per key (all its rows for a window
   TVF side). An inner join emits the matches, an outer join its unmatched rows too.
 - **LATE**: a side whose ALLOWED LATENESS lets a window take rows after its end emits LATE panes; each one that
@@ -40,6 +41,7 @@ class JoinStage:
         self.sink = sink
         self.side_outputs = side_outputs
         self.lateness = max(lateness)
+        self.delay = join.delay
         self.store = StateStore(location)
         self.sql = join.statement.sql(dialect="spark")
         self.current = self.pending = self.in_force = MIN_TIME
@@ -158,7 +160,7 @@ class JoinStage:
 
         parts = []
         for i, kept in enumerate(self.retained):
-            due = [n for n, end in kept.items() if previous < end or n == new[i]]
+            due = [n for n, end in kept.items() if previous < end + self.delay or n == new[i]]
             if watermark > previous or new[i] is not None:
                 parts += [spark.read.parquet(self.side_outputs[i].batch_path(n)).select(
                     F.unix_micros(HIDDEN_BOUNDS[0]).alias("ws"), F.unix_micros(HIDDEN_BOUNDS[1]).alias("we"),
@@ -168,9 +170,9 @@ class JoinStage:
         union = parts[0]
         for part in parts[1:]:
             union = union.unionByName(part)
-        found = union.where(((F.col("we") > previous) & (F.col("we") <= watermark)) |
-                            ((F.col("we") <= previous) & F.col("new"))) \
-            .groupBy("ws", "we").agg(F.max(F.col("we") <= previous).alias("late")).collect()
+        due_at = F.col("we") + self.delay
+        found = union.where(((due_at > previous) & (due_at <= watermark)) | ((due_at <= previous) & F.col("new"))) \
+            .groupBy("ws", "we").agg(F.max(due_at <= previous).alias("late")).collect()
         return [(row["ws"], row["we"], row["late"]) for row in found]
 
     def _side_rows(self, spark: Any, side: int, kept: list[int]) -> Any:
@@ -217,12 +219,12 @@ class JoinStage:
         gone = []
         for i, kept in enumerate(self.retained):
             for n, end in list(kept.items()):
-                if end <= watermark - self.lateness or watermark >= MAX_TIME:
+                if end + self.delay <= watermark - self.lateness or watermark >= MAX_TIME:
                     gone.append((i, n))
                     del kept[n]
                     self.retained_rows[i].pop(n, None)
         for key in list(self.released):
-            if int(key.split(",")[1]) <= watermark - self.lateness:
+            if int(key.split(",")[1]) + self.delay <= watermark - self.lateness:
                 del self.released[key]
         return gone
 
