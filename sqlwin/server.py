@@ -221,6 +221,38 @@ def _check_no_overrides(conf: dict[str, Any]) -> None:
             raise SqlwinError(f"--conf {key} is managed by sqlwin serve (use --host/--port/--auth-user)")
 
 
+
+SCRATCH_PREFIX = "sqlwin-serve-"
+OWNER_FILE = "owner.pid"  # the server process that made a scratch folder
+
+
+def sweep_stale_scratch(folder: str) -> list[str]:
+    """Remove the scratch folders (``SCRATCH_PREFIX``) of servers that are gone: ``stop()`` removes a server's
+    own, but a server killed (SIGKILL, a crash) leaves it behind. A folder whose owner process is alive, or that
+    names no owner (another version's), is kept. Returns the folders removed."""
+    removed = []
+    for entry in Path(folder).glob(f"{SCRATCH_PREFIX}*"):
+        owner = entry / OWNER_FILE
+        try:
+            pid = int(owner.read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if not _alive(pid):
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(str(entry))
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 def serve(host: str = "127.0.0.1", port: int = 10000, *, auth_user: str | None = None,
           auth_password: str | None = None, conf: dict[str, Any] | None = None,
           warehouse: str | None = None, metastore: str | None = None,
@@ -256,7 +288,9 @@ def serve(host: str = "127.0.0.1", port: int = 10000, *, auth_user: str | None =
                 **(conf or {})}
     # Hive's scratch, resource and operation-log folders (default: /tmp, never cleaned) and,
     # without --warehouse/--metastore, the warehouse: one temp folder removed on stop().
-    scratch = tempfile.mkdtemp(prefix="sqlwin-serve-")
+    sweep_stale_scratch(tempfile.gettempdir())
+    scratch = tempfile.mkdtemp(prefix=SCRATCH_PREFIX)
+    Path(scratch, OWNER_FILE).write_text(str(os.getpid()))
     warehouse = warehouse or os.path.join(scratch, "warehouse")
     server_conf: dict[str, Any] = {
         "hive.exec.scratchdir": os.path.join(scratch, "hive"),

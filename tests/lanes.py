@@ -27,7 +27,8 @@ PROCESS_LANE = frozenset({
 HEAVY_FIRST = frozenset({
     "test_transcripts_spark", "test_streaming_count_windows", "test_streaming_evict", "test_streaming_stages",
     "test_replay_planned", "test_streaming_examples", "test_streaming_equivalence", "test_committed_state",
-    "test_sinks", "test_alignment", "test_nexmark",
+    "test_sinks", "test_alignment", "test_nexmark", "test_replay_planned_join", "test_streaming_interval_join",
+    "test_window_rank",
 })
 # the modules that share one `sqlwin serve` per worker (tests/servertools.py) and dbt's one build
 _DBT_PAIR = frozenset({"test_dbt", "test_install_extras"})

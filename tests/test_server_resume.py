@@ -15,12 +15,13 @@ import contextlib
 import json
 import os
 import signal
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from sqlwin.server import ServerProcess
+from sqlwin.server import OWNER_FILE, SCRATCH_PREFIX, ServerProcess
 from tests.proctools import SHORT_LIVED_ENV
 from tests.streamtools import Feeder
 from tests.test_server import _process_tree
@@ -63,6 +64,16 @@ def kill_hard(server: ServerProcess) -> None:
     server.proc.wait()
 
 
+def scratch_of(pid: int) -> list[Path]:
+    """The scratch folders the server process ``pid`` made (``sqlwin.server.sweep_stale_scratch``)."""
+    found = []
+    for folder in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*"):
+        with contextlib.suppress(OSError):
+            if (folder / OWNER_FILE).read_text().strip() == str(pid):
+                found.append(folder)
+    return found
+
+
 def test_killed_server_resumes_every_running_table_exactly_once(tmp_path: Path) -> None:
     root, folder = tmp_path / "root", tmp_path / "in"
     # each server's JVM lives well under a minute: C1 only (tests/proctools.py, SHORT_LIVED_ENV), less CPU compiling
@@ -83,11 +94,14 @@ def test_killed_server_resumes_every_running_table_exactly_once(tmp_path: Path) 
         feeder.write(BATCHES[1])  # W -> 10: [0, 10) fires
         poll(cursor, PANES.format("resumed"), ON_TIME_0)
         poll(cursor, PANES.format("resumed_native"), NATIVE[:2])
+        scratch = scratch_of(first.proc.pid)
+        assert len(scratch) == 1  # Hive's scratch and operation logs of the first server
     finally:
         kill_hard(first)
 
     second = ServerProcess(args=args, env=env, log_path=tmp_path / "second.log").start()
     try:
+        assert not scratch[0].exists()  # the killed server's, swept by the next server (its owner is gone)
         log = second.log_path.read_text()
         assert "sqlwin serve: resumed streaming table resumed started (custom path" in log, log[-3000:]
         assert "sqlwin serve: resumed streaming table resumed_native started (native path" in log, log[-3000:]

@@ -97,7 +97,9 @@ def as_window_join(query: WindowedQuery, streams: dict) -> tuple[WindowedQuery, 
     slide = int(spec.slide) if spec.kind is WindowKind.HOP else size  # type: ignore[arg-type]
     at = {"window_start": -size, "window_end": 0, "window_time": -_WINDOW_TIME}[bound] + lo  # range start - end
     length = hi - lo + 1
-    hop = _hop(table.name, spec.time_col, slide, length, (spec.offset + size + at) % slide)
+    name = exp.Table(this=table.this.copy(), db=table.args.get("db"), catalog=table.args.get("catalog"))
+    hop = _hop(name.sql(dialect="spark"), exp.to_identifier(spec.time_col).sql(dialect="spark"), slide, length,
+               (spec.offset + size + at) % slide)
     ranged = dataclasses.replace(spec, kind=WindowKind.HOP, size=length, slide=slide, step=None,
                                  offset=(spec.offset + size + at) % slide, alias=alias, node=hop)
     columns = [exp.column(c, quoted=True) for c in spec.relation.column_names] or [exp.Star()]
