@@ -221,7 +221,6 @@ def _check_no_overrides(conf: dict[str, Any]) -> None:
             raise SqlwinError(f"--conf {key} is managed by sqlwin serve (use --host/--port/--auth-user)")
 
 
-
 SCRATCH_PREFIX = "sqlwin-serve-"
 OWNER_FILE = "owner.pid"  # the server process that made a scratch folder
 
