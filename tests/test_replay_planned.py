@@ -261,7 +261,7 @@ def test_count_windows_with_early_panes_are_stepped(spark, monkeypatch):
     assert {r.pane_timing for r in panes} == {"EARLY", "ON_TIME"}
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=tables(), name=st.sampled_from(sorted(COUNT_QUERIES)), delay=st.integers(0, 6),
        own_batches=st.booleans(), search=st.booleans())
 def test_planned_count_windows_equal_stepped_on_generated_tables(spark, monkeypatch, rows, name, delay,

@@ -174,7 +174,7 @@ def tables(draw) -> list[tuple]:
             for _ in range(n)]
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=tables(), name=st.sampled_from(sorted(QUERIES)), delay=st.integers(0, 5))
 def test_planned_window_join_replay_equals_stepped_on_generated_tables(spark, monkeypatch, rows, name, delay):
     _streams(spark, "pj_gen", rows, delay)

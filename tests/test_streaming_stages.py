@@ -270,7 +270,7 @@ def _kept(rows: list[tuple], per_file: int, size: int, delay: int) -> list[tuple
     return kept
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck))
 @given(rows=ROWS, per_file=st.integers(1, 4))
 def test_generated_replays_equal_the_batch_query_over_kept_rows(spark, duck, tmp_path, monkeypatch, rows, per_file):
     monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(tmp_path / "root"))  # replay's scratch, not ./sqlwin_streaming
@@ -366,7 +366,7 @@ JOIN (SELECT k, window_start, window_end, MAX(v) AS m FROM TUMBLE(TABLE(SELECT *
 ON C.k = A.k AND C.window_start = A.ws AND C.window_end = A.we"""
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck))
 @given(rows=st.lists(st.tuples(st.sampled_from(["a", "b", None]), st.integers(0, 9), st.integers(0, 40),
                                st.sampled_from(["l", "r", "m"])), min_size=0, max_size=16),
        per_file=st.integers(1, 4))
