@@ -39,7 +39,7 @@ from sqlwin.plan.statements import WindowedQuery
 from sqlwin.plan.windows import WindowKind, WindowSpec
 from sqlwin.planner.query import new_window_key
 from sqlwin.planner.values import interval_micros, is_constant_interval
-from sqlwin.streaming.shape import ancestors, bounds_out, within
+from sqlwin.streaming.shape import ancestors, bounds_through, within
 
 _BOUNDS = ("window_start", "window_end", "window_time")
 _WINDOW_TIME = 1_000  # window_time is window_end - 1 ms
@@ -92,7 +92,7 @@ def as_window_join(query: WindowedQuery, streams: dict) -> tuple[WindowedQuery, 
         raise SqlwinError.at(spec.node, f"stream {table.name} joined with a window query by a time range: the "
                                         "window is a TUMBLE or HOP of time (its windows' bounds one slide apart)")
     bound, lo, hi = _range(select, join, alias, stream.watermark.column, other.alias_or_name,
-                           _bounds_of(spec, body))
+                           bounds_through(spec.node.find_ancestor(exp.Select), body, _BOUNDS))
     size = int(spec.size)  # type: ignore[arg-type]
     slide = int(spec.slide) if spec.kind is WindowKind.HOP else size  # type: ignore[arg-type]
     at = {"window_start": -size, "window_end": 0, "window_time": -_WINDOW_TIME}[bound] + lo  # range start - end
@@ -119,16 +119,6 @@ def _hop(stream: str, time_col: str, slide: int, size: int, offset: int) -> Wind
 def seconds_text(micros: int) -> str:
     """Microseconds as the text of an INTERVAL ... SECONDS."""
     return str(Decimal(micros) / Decimal(1_000_000))
-
-
-def _bounds_of(spec: WindowSpec, relation: exp.Expr) -> dict[str, str]:
-    """The names under which ``relation`` (the window query) passes its window's bounds on."""
-    bounds = {b: b for b in _BOUNDS}
-    for select in (a for a in ancestors(spec.node) if isinstance(a, exp.Select)):
-        if not within(select, relation):
-            break
-        bounds = bounds_out(select, bounds)
-    return bounds
 
 
 def _range(select: exp.Select, join: exp.Join, alias: str, time_col: str, other: str,
@@ -169,13 +159,11 @@ def _range(select: exp.Select, join: exp.Join, alias: str, time_col: str, other:
 
 
 def _conjuncts(node: exp.Expr | None) -> list[exp.Expr]:
+    """The terms ANDed in an ON or a WHERE."""
     if node is None:
         return []
-    if isinstance(node, (exp.Paren, exp.Where)):
-        return _conjuncts(node.this)
-    if isinstance(node, exp.And):
-        return _conjuncts(node.this) + _conjuncts(node.expression)
-    return [node]
+    node = (node.this if isinstance(node, exp.Where) else node).unnest()
+    return [t for c in node.flatten() for t in _conjuncts(c)] if isinstance(node, exp.And) else [node]
 
 
 def _is_time(node: exp.Expr, alias: str, time_col: str) -> bool:

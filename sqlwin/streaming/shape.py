@@ -306,6 +306,17 @@ def bounds_out(select: exp.Select, bounds: dict[str, str]) -> dict[str, str]:
     return out
 
 
+def bounds_through(carrier: exp.Select, body: exp.Expr,
+                   bounds: tuple[str, ...] = WINDOW_BOUNDS) -> dict[str, str]:
+    """The names under which ``body`` (the carrier, or SELECTs around it) passes the window's ``bounds`` on."""
+    names = {b: b for b in bounds}
+    for select in [carrier, *(a for a in ancestors(carrier) if isinstance(a, exp.Select) and within(a, body))]:
+        names = bounds_out(select, names)
+        if select is body:
+            break
+    return names
+
+
 def ancestors(node: exp.Expr):
     parent = node.parent
     while parent is not None:

@@ -38,7 +38,7 @@ from sqlwin.streaming.shape import (
     StreamingShape,
     analyse,
     ancestors,
-    bounds_out,
+    bounds_through,
     in_from,
     is_star,
     refuse_result_limit,
@@ -252,7 +252,7 @@ class _Builder:
                                                  "(Flink's window join): the windows they join are the same windows")
         bodies = [_body(r, ctes) for r in relations]
         aliases = [r.alias_or_name for r in relations]
-        bounds = [_bounds_through(c, body) for c, body in zip(carriers, bodies, strict=True)]
+        bounds = [bounds_through(c, body) for c, body in zip(carriers, bodies, strict=True)]
         for found, relation in zip(bounds, relations, strict=True):
             if ranged is None and set(found.values()) != {"window_start", "window_end"}:
                 raise SqlwinError.at(relation, "each side of a streaming window join selects its window_start and "
@@ -350,16 +350,6 @@ def _check_cascade(outer: WindowSpec, inner: WindowSpec, carrier: exp.Select) ->
                                       "window_start, window_end, ...): its windows fire into the outer ones")
 
 
-def _bounds_through(carrier: exp.Select, body: exp.Expr) -> dict[str, str]:
-    """The names under which ``body`` (the carrier, or SELECTs around it) passes the window bounds on."""
-    bounds = {"window_start": "window_start", "window_end": "window_end"}
-    for select in [carrier, *(a for a in ancestors(carrier) if isinstance(a, exp.Select) and within(a, body))]:
-        bounds = bounds_out(select, bounds)
-        if select is body:
-            break
-    return bounds
-
-
 def _relation_of(carrier: exp.Select, select: exp.Select) -> exp.Expr | None:
     """The relation (a subquery, or a CTE's name) of ``select``'s FROM or JOIN that reads ``carrier``."""
     sources = [select.args["from_"].this] if select.args.get("from_") else []
@@ -412,7 +402,7 @@ def _hide(shape: StreamingShape, carrier: exp.Select, shift: tuple[int, int] = (
     """A join side's panes carry its window (and keys) under names of sqlwin's own; ``shift`` moves the window's
     bounds to the join's (``Stage.shift``)."""
     top = top_select(shape.query.node)
-    bounds = _bounds_through(carrier, top)
+    bounds = bounds_through(carrier, top)
     names = {v: k for k, v in bounds.items()}
     for bound, hidden, by in zip(("window_start", "window_end"), HIDDEN_BOUNDS, shift, strict=True):
         if bound not in names and top is not carrier:
