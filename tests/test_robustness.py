@@ -5,7 +5,6 @@ sqlwin accepts runs or fails with an error in the user's own terms."""
 from __future__ import annotations
 
 import datetime as dt
-import gc
 import re
 import time
 
@@ -78,33 +77,6 @@ def test_largest_supported_interval_plans() -> None:
 def _union(n: int) -> str:
     return " UNION ALL ".join(f"SELECT window_start, COUNT(*) AS c FROM TUMBLE(TABLE bids, DESCRIPTOR(ts), "
                               f"INTERVAL '{i + 1}' MINUTES) GROUP BY window_start, window_end" for i in range(n))
-
-
-def _cpu(text: str, times: int) -> float:
-    """The best of ``times`` runs, in CPU time of this thread (not wall time: the machine is shared; not the
-    process's: under pytest-xdist the worker's other threads, py4j's and execnet's, run beside it and once made 5x
-    read as 8x), with Python's cyclic collector off: a collection walks every object of the test process, not only
-    the rewrite's, and once made 5x read as 7.2x on a busy machine."""
-    best = float("inf")
-    for _ in range(times):
-        gc.collect()
-        gc.disable()
-        try:
-            start = time.thread_time()
-            rewrite(text)
-            best = min(best, time.thread_time() - start)
-        finally:
-            gc.enable()
-    return best
-
-
-def test_rewriting_is_linear_in_the_statement_size() -> None:
-    """1,500 branches vs 300: linear is 5x, n log n 6.4x, quadratic 25x. Measured 5.7-6.6x with two other
-    processes busy on a 2-core machine (7x, the bound before, failed once in a full suite run at 7.2x): 10x keeps
-    anything quadratic out with room for a busy machine."""
-    small = _cpu(_union(300), 3)
-    large = _cpu(_union(1500), 2)
-    assert large < 10 * small, (small, large)
 
 
 # -- random and mutated statements ------------------------------------------------------------------
