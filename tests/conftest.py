@@ -76,7 +76,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
 
     # each pytest-xdist worker has its own session: its own warehouse, so that tables of one name do not clash.
     # Idle streams are polled every 100 ms (sqlwin's sessions' default, README `trigger`), not Spark's 10 ms.
-    # The session's JVM options, the collector and the JIT's thresholds: tests/proctools.py, SESSION_JVM.
+    # The session's JVM options, the collector and the JIT compiler: tests/proctools.py, SESSION_JVM.
     # No whole-stage code generation (tests/proctools.py, SMALL_DATA_CONF, and its measurement).
     from tests.proctools import SESSION_JVM, SESSION_PARTITIONS, SMALL_DATA_CONF
 

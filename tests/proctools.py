@@ -93,16 +93,15 @@ def run_json(script: str, env: Mapping[str, str], cwd: Path, timeout: float,
 SHORT_LIVED_JVM = f"-XX:TieredStopAtLevel=1 {classdata.options()}".strip()
 # The test session's JVM (tests/conftest.py, one per pytest-xdist worker; tests/servertools.py's shared server
 # too) runs thousands of small queries for half an hour, each with classes of its own (Spark compiles its
-# expressions), so the JIT never settles: C2 compiled for 39% of that JVM's CPU (its compiler threads, read from
-# /proc on 4 files of the suite: tests/test_streaming.py, test_sinks.py, test_partials.py, test_replay_planned.py;
-# 148 of 382 s). Only methods called ~100 times more often than C2's defaults ask reach it now: on those 4 files,
-# run alone on 2 cores, 307 s of JVM CPU and 353 core-seconds busy in all (432-462 with the defaults), in the same
-# wall time (268 s). C1 alone was no better (440: its code runs slower, and the code cache's sweeper took 50 s),
-# nor were C2 thresholds 10x (392) or 1000x (520: the methods run in C1's profiling code). The parallel collector,
-# not G1: throughput is what counts here, not pauses (4 files, 177 / 170 s and 215 / 200 s of JVM CPU with it,
-# 191 / 184 s and 247 / 235 s with G1). Spark answers the same.
-SESSION_JVM = ("-XX:+UseParallelGC -XX:Tier4InvocationThreshold=500000 -XX:Tier4MinInvocationThreshold=200000 "
-               f"-XX:Tier4CompileThreshold=600000 -XX:Tier4BackEdgeThreshold=4000000 {classdata.options()}").strip()
+# expressions), so the JIT never settles: with the defaults C2 compiled for 39% of that JVM's CPU (its compiler
+# threads, read from /proc on 4 files of the suite: tests/test_streaming.py, test_sinks.py, test_partials.py,
+# test_replay_planned.py; 148 of 382 s). C1 alone, with a code cache large enough that its sweeper has nothing to
+# evict (512 MB reserved, not 240: the sweeper once took 50 s of a C1-only run), measured on those 4 files run
+# alone on 2 cores: 248 s of JVM CPU and 347 core-seconds busy in all, in 267 s; C2 kept only for methods called
+# ~100x more often than its defaults ask (the setting before): 272 s, 370 core-seconds, 276 s; the defaults:
+# 432-462 core-seconds. The parallel collector, not G1: throughput is what counts here, not pauses (4 files, 177 /
+# 170 s and 215 / 200 s of JVM CPU with it, 191 / 184 s and 247 / 235 s with G1). Spark answers the same.
+SESSION_JVM = f"-XX:+UseParallelGC -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=512m {classdata.options()}".strip()
 # Every query of a test reads a few rows: with whole-stage code generation off, Spark compiles no Java class per new
 # plan (its operators run one by one, each expression still compiled), which costs less CPU than it saves here.
 # Spark gives the same answers either way. Measured on 2 cores, quiet machine, on tests/test_transcripts_spark.py,

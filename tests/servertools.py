@@ -29,7 +29,7 @@ def shared_server(config: pytest.Config) -> ServerProcess:
     if server is None:  # its streaming tables and registry in a folder of the run, not the working folder
         root = tempfile.mkdtemp(prefix="sqlwin-shared-server-")
         config.add_cleanup(lambda: shutil.rmtree(root, ignore_errors=True))
-        # it runs for most of the suite, a stream of small queries like the test session's: the same JIT thresholds
+        # it runs for most of the suite, a stream of small queries like the test session's: the same JIT settings
         # (tests/proctools.py, SESSION_JVM; test_server.py + test_diagnostics.py, run alone: 186 -> 158 core-s)
         server = ServerProcess(env={"SQLWIN_STREAMING_DIR": root, "SPARK_SUBMIT_OPTS": SESSION_JVM}).start()
         config.add_cleanup(server.stop)

@@ -162,7 +162,11 @@ ROWS = [("a", 1, at(1), 0, 0), ("b", 2, at(10), 0, 1), ("a", 3, at(10), 0, 2), (
         ("b", 9, at(20), None, 8), ("a", 10, at(5), 9, 9), ("a", 11, at(40), 9, 10), ("b", 12, at(31), 11, 11)]
 
 
-@pytest.mark.parametrize("name", sorted(QUERIES))
+# tumble_early_late's trigger and lateness run here under topn_early_late and hot_keys; the generated tables draw it
+FIXED = sorted(set(QUERIES) - {"tumble_early_late"})
+
+
+@pytest.mark.parametrize("name", FIXED)
 def test_planned_replay_equals_stepped_replay(spark, monkeypatch, name):
     _table(spark, ROWS, f"pr_{name}")
     planned, planned_late, stepped, stepped_late = _both(spark, monkeypatch, f"pr_{name}", QUERIES[name],
