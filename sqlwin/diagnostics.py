@@ -10,9 +10,11 @@ and columns. Statements nested beyond what the parser's recursion can take becom
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -412,3 +414,23 @@ def _innermost(raw: str) -> str:
 def _condition_of(message: str) -> str | None:
     m = re.match(r"\[([A-Z0-9_.]+)\]", message)
     return m.group(1) if m else None
+
+
+@contextlib.contextmanager
+def unlogged_spark_errors() -> Iterator[None]:
+    """pyspark logs every AnalysisException it raises as a JSON record on stderr (its query-context loggers): an
+    attempt whose failure is an answer, not an error, must not print one."""
+    try:
+        from pyspark.logger import PySparkLogger
+    except ImportError:  # pragma: no cover - older pyspark
+        yield
+        return
+    loggers = [PySparkLogger.getLogger(n) for n in ("SQLQueryContextLogger", "DataFrameQueryContextLogger")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)

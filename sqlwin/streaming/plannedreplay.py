@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlwin.core.columnar import KEY, FiredPanes
 from sqlwin.core.panes import DROP_CLOSED, DROP_LATE, MAX_TIME, MIN_TIME, FiredPaneList, Pane, WindowKey
+from sqlwin.diagnostics import unlogged_spark_errors
 from sqlwin.plan.windows import Column
 from sqlwin.streaming import storage
 from sqlwin.streaming.assigner import WindowAssigner
@@ -44,8 +45,16 @@ class PlannedReplay(MicroBatchOperator):
         if not isinstance(self.assigner, TimeWindowAssigner) or self.shape.query.evict is not None:
             return False  # windows that move, or whose rows wait for the watermark to be numbered
         self.cut = cut
+        from pyspark.errors import AnalysisException
+
         cut.rows.drop(CLOCK).createOrReplaceTempView(self.views.batch_of(0))
-        self.assigned = self.spark.sql(self._assign_sql_with_label(cut))
+        try:
+            with unlogged_spark_errors():
+                self.assigned = self.spark.sql(self._assign_sql_with_label(cut))
+        except AnalysisException as err:
+            if cut.label not in str(err):
+                raise
+            return False  # a subquery in the TVF names the stream's columns (a join with a table): no label there
         return cut.label in self.assigned.columns  # else a subquery in the TVF drops it: step batch by batch
 
     def _assign_sql_with_label(self, cut: Cut) -> str:

@@ -105,8 +105,17 @@ def analyse(query: WindowedQuery, streams: dict[str, CreateStream | CreateReplay
         if carrier is None or not in_from(tvf, carrier):
             raise SqlwinError.at(tvf, "in a streaming query the window TVF must be read directly by a SELECT")
         if carrier.args.get("joins"):
-            raise SqlwinError.at(carrier.args["joins"][0], "a streaming window query cannot join other tables "
-                                                          "in the SELECT that reads the window TVF")
+            join = carrier.args["joins"][0]
+            if any(t.name.lower() in streams for t in join.find_all(exp.Table)):
+                raise SqlwinError.at(join, "a streaming window query cannot join other tables in the SELECT that "
+                                           "reads the window TVF; join window queries on window_start and "
+                                           "window_end (a window join)")
+            # a table joins the stream's rows in the TVF's input (the windows are then those of the joined rows),
+            # or the window query's result above it
+            raise SqlwinError.at(join.this, "a streaming window query cannot join other tables in the SELECT that "
+                                            "reads the window TVF; to join the stream's rows with a table, join it "
+                                            "in the TVF's input: TUMBLE(TABLE (SELECT s.*, t.c FROM s JOIN t ON "
+                                            "...), DESCRIPTOR(ts), ...), or join the window query's result with it")
         alias = spec.alias
         window: WindowSpec | None = spec
         data = tvf.find(TableArg)
