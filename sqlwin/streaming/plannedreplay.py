@@ -42,11 +42,11 @@ class PlannedReplay(MicroBatchOperator):
     source_batch = -1  # the table micro-batch being stepped (none yet: a table without rows has none)
 
     def plannable(self, cut: Cut) -> bool:
+        from pyspark.errors import AnalysisException
+
         if not isinstance(self.assigner, TimeWindowAssigner) or self.shape.query.evict is not None:
             return False  # windows that move, or whose rows wait for the watermark to be numbered
         self.cut = cut
-        from pyspark.errors import AnalysisException
-
         cut.rows.drop(CLOCK).createOrReplaceTempView(self.views.batch_of(0))
         try:
             with unlogged_spark_errors():
