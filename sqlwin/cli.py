@@ -318,6 +318,7 @@ def start_spark(conf: dict[str, str] | None = None) -> SparkSession:
     import warnings
 
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support")
+    from sqlwin.diagnostics import spark_error_loggers
     from sqlwin.session import local_session
 
     try:
@@ -327,13 +328,8 @@ def start_spark(conf: dict[str, str] | None = None) -> SparkSession:
             raise
         print(f"error: could not start Spark: {spark_error_message(exc)}", file=sys.stderr)
         raise Failed from None
-    try:  # pyspark logs every AnalysisException as a JSON record on stderr; we print our own
-        from pyspark.logger import PySparkLogger
-
-        for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
-            PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
-    except ImportError:  # pragma: no cover - older pyspark
-        pass
+    for logger in spark_error_loggers():  # the CLI prints its own
+        logger.setLevel(logging.CRITICAL)
     return spark
 
 

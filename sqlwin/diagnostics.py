@@ -416,16 +416,20 @@ def _condition_of(message: str) -> str | None:
     return m.group(1) if m else None
 
 
-@contextlib.contextmanager
-def unlogged_spark_errors() -> Iterator[None]:
-    """pyspark logs every AnalysisException it raises as a JSON record on stderr (its query-context loggers): an
-    attempt whose failure is an answer, not an error, must not print one."""
+def spark_error_loggers() -> list[logging.Logger]:
+    """pyspark's query-context loggers, which log every AnalysisException it raises as a JSON record on stderr
+    (sqlwin reports errors in the user's terms itself)."""
     try:
         from pyspark.logger import PySparkLogger
     except ImportError:  # pragma: no cover - older pyspark
-        yield
-        return
-    loggers = [PySparkLogger.getLogger(n) for n in ("SQLQueryContextLogger", "DataFrameQueryContextLogger")]
+        return []
+    return [PySparkLogger.getLogger(n) for n in ("SQLQueryContextLogger", "DataFrameQueryContextLogger")]
+
+
+@contextlib.contextmanager
+def unlogged_spark_errors() -> Iterator[None]:
+    """Spark errors raised inside are not logged: an attempt whose failure is an answer must not print one."""
+    loggers = spark_error_loggers()
     levels = [logger.level for logger in loggers]
     for logger in loggers:
         logger.setLevel(logging.CRITICAL)

@@ -18,14 +18,15 @@ import sqlglot
 from sqlglot import exp, generator, tokens
 
 import sqlwin
+from bench.rewrite import union
 from sqlwin import dialect
 from sqlwin.backends.sparksql import holds, spark_sql
 from sqlwin.gcpause import collector_paused
-from tests.test_robustness import CATALOG, _union
+from tests.test_robustness import CATALOG
 
 
 @contextmanager
-def counted_work(monkeypatch: pytest.MonkeyPatch) -> Iterator[collections.Counter]:
+def counted_work() -> Iterator[collections.Counter]:
     """Counts sqlglot's units of work while the block runs: every traversal (``walk``, ``find_all``, ``dfs``,
     ``bfs``) asks a node for its children once, every node built (parsed or copied) runs the base constructor,
     every node printed goes through ``Generator.sql``."""
@@ -49,34 +50,34 @@ def counted_work(monkeypatch: pytest.MonkeyPatch) -> Iterator[collections.Counte
         work["printed"] += 1
         return render(self, expression, key, comment)
 
-    monkeypatch.setattr(tokens.Tokenizer, "tokenize", counted_tokenize)
-    monkeypatch.setattr(exp.Expr, "__init__", counted_build)
-    monkeypatch.setattr(exp.Expr, "iter_expressions", counted_children)
-    monkeypatch.setattr(generator.Generator, "sql", counted_render)
-    yield work
-    monkeypatch.undo()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tokens.Tokenizer, "tokenize", counted_tokenize)
+        patch.setattr(exp.Expr, "__init__", counted_build)
+        patch.setattr(exp.Expr, "iter_expressions", counted_children)
+        patch.setattr(generator.Generator, "sql", counted_render)
+        yield work
 
 
-def _rewrite_work(monkeypatch: pytest.MonkeyPatch, n: int) -> tuple[collections.Counter, int, int]:
+def _rewrite_work(n: int) -> tuple[collections.Counter, int, int]:
     """The work of rewriting an ``n``-branch UNION ALL, with the statement's length and its tree's size."""
-    text = _union(n)
+    text = union(n)
     size = sum(1 for _ in dialect.parse_one(text).walk())
-    with counted_work(monkeypatch) as work:
+    with counted_work() as work:
         sqlwin.rewrite(text, catalog=CATALOG)
     return work, len(text), size
 
 
-def test_rewriting_a_long_union_costs_a_few_parses_of_it(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rewriting_a_long_union_costs_a_few_parses_of_it() -> None:
     """Measured: the text tokenized once, ~7.4 nodes built, ~9 visited and ~7.7 printed per node of the tree."""
-    work, length, size = _rewrite_work(monkeypatch, 300)
+    work, length, size = _rewrite_work(300)
     assert work["tokenized"] <= 2 * length, (work, length)
     assert all(work[unit] <= 12 * size for unit in ("built", "visited", "printed")), (work, size)
 
 
-def test_rewriting_is_linear_in_the_statement_size(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rewriting_is_linear_in_the_statement_size() -> None:
     """400 branches vs 100: linear is 4x (measured 4.0x for every unit), quadratic 16x."""
-    small, _, _ = _rewrite_work(monkeypatch, 100)
-    large, _, _ = _rewrite_work(monkeypatch, 400)
+    small, _, _ = _rewrite_work(100)
+    large, _, _ = _rewrite_work(400)
     assert all(large[unit] <= 4.2 * small[unit] for unit in ("tokenized", "built", "visited", "printed")), (
         small, large)
 
@@ -130,12 +131,12 @@ class CountingCatalog:
 
 def test_each_table_is_looked_up_once_per_statement() -> None:
     catalog = CountingCatalog()
-    text = _union(50) + " UNION ALL " + _union(2).replace("TABLE bids", "TABLE asks")
+    text = union(50) + " UNION ALL " + union(2).replace("TABLE bids", "TABLE asks")
     sqlwin.rewrite(text, catalog=catalog)
     assert sorted(catalog.calls) == ["SELECT * FROM asks", "SELECT * FROM bids"]
     # a CTE of the same name is another relation: looked up (and compiled) for itself
     catalog.calls.clear()
-    cte = "WITH bids AS (SELECT ts, k, v, price FROM asks) " + _union(2)
+    cte = "WITH bids AS (SELECT ts, k, v, price FROM asks) " + union(2)
     assert "PMOD" in sqlwin.rewrite(cte, catalog=catalog)
     assert len(catalog.calls) == 2 and all("WITH" in c for c in catalog.calls)
 
@@ -155,7 +156,7 @@ def test_the_collector_is_paused_while_compiling_and_restored_after() -> None:
         assert not gc.isenabled()  # it was off: it stays off
     finally:
         gc.enable()
-    sqlwin.rewrite(_union(3), catalog=CATALOG)
+    sqlwin.rewrite(union(3), catalog=CATALOG)
     assert gc.isenabled()
 
 

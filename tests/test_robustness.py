@@ -1,6 +1,6 @@
-"""No traceback on any input: deep nesting, unrepresentable numbers, huge statements, and random or
-mutated statements only ever succeed or raise SqlwinError (within a time bound); on Spark, what
-sqlwin accepts runs or fails with an error in the user's own terms."""
+"""No traceback on any input: deep nesting, unrepresentable numbers, and random or mutated statements only ever
+succeed or raise SqlwinError (within a time bound); on Spark, what sqlwin accepts runs or fails with an error in
+the user's own terms. Huge statements: tests/test_rewrite_speed.py."""
 
 from __future__ import annotations
 
@@ -71,12 +71,6 @@ def test_unrepresentable_numbers_are_planning_errors(text: str, message: str, at
 
 def test_largest_supported_interval_plans() -> None:
     assert "PMOD" in rewrite("SELECT * FROM TUMBLE(TABLE bids, DESCRIPTOR(ts), INTERVAL '11574074' DAYS)")
-
-
-# -- size -------------------------------------------------------------------------------------------
-def _union(n: int) -> str:
-    return " UNION ALL ".join(f"SELECT window_start, COUNT(*) AS c FROM TUMBLE(TABLE bids, DESCRIPTOR(ts), "
-                              f"INTERVAL '{i + 1}' MINUTES) GROUP BY window_start, window_end" for i in range(n))
 
 
 # -- random and mutated statements ------------------------------------------------------------------
