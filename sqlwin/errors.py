@@ -32,8 +32,8 @@ class SqlwinError(Exception):
 def position_of(node: object) -> tuple[int | None, int | None]:
     """The (line, col) a sqlglot node starts at, searching its children when it has none.
 
-    sqlglot records ``line``/``col`` (col = end column of the token) in ``node.meta``; the
-    dialect's parser stores the *start* column under ``start_line``/``start_col``.
+    sqlglot records ``line``/``col`` (col = end column of the token) and the token's ``start``/``end``
+    offsets in ``node.meta``; the dialect's parser stores the *start* column under ``start_line``/``start_col``.
     """
     stack = [node]
     while stack:
@@ -42,7 +42,17 @@ def position_of(node: object) -> tuple[int | None, int | None]:
         if "start_line" in meta:
             return meta["start_line"], meta["start_col"]
         if "line" in meta:
-            return meta["line"], meta.get("col")
+            return meta["line"], _start_col(meta)
         if hasattr(cur, "iter_expressions"):
             stack.extend(cur.iter_expressions())
     return None, None
+
+
+def _start_col(meta: dict) -> int | None:
+    """The column a token starts at, from sqlglot's end column and the token's offsets (a token on one line:
+    an identifier or a literal; a quoted one spanning lines keeps its end column)."""
+    col = meta.get("col")
+    if col is None or "start" not in meta or "end" not in meta:
+        return col
+    start = col - (meta["end"] - meta["start"])
+    return start if start >= 1 else col

@@ -246,7 +246,7 @@ def test_combining_rows_across_windows_is_refused(spark):
     refused = [
         (f"SELECT DISTINCT k FROM {rows}", 17, "SELECT DISTINCT over the windowed rows must select window_start"),
         (f"SELECT k, v FROM (SELECT k, v, ROW_NUMBER() OVER (ORDER BY v DESC) AS rn FROM {rows}) x WHERE rn <= 1",
-         41, "a window function over the windowed rows must PARTITION BY window_start, window_end"),
+         32, "a window function over the windowed rows must PARTITION BY window_start, window_end"),
         (f"SELECT k, COUNT(*) AS n FROM (SELECT window_start, window_end, k, SUM(v) AS s FROM {rows} "
          "GROUP BY window_start, window_end, k) x GROUP BY k", None,
          "an aggregation over the window aggregation must GROUP BY window_start, window_end"),

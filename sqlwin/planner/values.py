@@ -13,7 +13,7 @@ from sqlglot import exp
 
 from sqlwin.core.timeunits import CALENDAR_UNITS, UNIT_MICROS, normalize_unit
 from sqlwin.dialect.nodes import RowsExtent
-from sqlwin.errors import SqlwinError, position_of
+from sqlwin.errors import SqlwinError
 from sqlwin.plan.windows import Rows
 
 _PAIR = re.compile(r"\s*([+-]?\d+(?:\.\d+)?)\s*([A-Za-z]+)\s*")
@@ -111,10 +111,7 @@ def positive_int(node: exp.Expr | None, what: str) -> int:
         except InvalidOperation:
             value = Decimal(-1)
         if value == value.to_integral_value() and value > MAX_COUNT:
-            line, col = position_of(node)
-            if col is not None and "start_col" not in node.meta:  # sqlglot keeps the token's *end*
-                col -= len(node.name) - 1
-            raise SqlwinError(f"{what} is too large: at most {MAX_COUNT} (2^62) is supported", line, col)
+            raise SqlwinError.at(node, f"{what} is too large: at most {MAX_COUNT} (2^62) is supported")
         if value == value.to_integral_value() and value > 0:
             return int(value)
     shown = node.sql("sqlwin") if isinstance(node, exp.Expr) else "nothing"

@@ -113,10 +113,7 @@ def _is_catalog_table(spark: Any, name: str) -> bool:
 
 
 def _error(node: exp.Expr | None, message: str) -> SqlwinError:
-    """At the name's first character (sqlglot keeps an identifier's last column and its offsets)."""
+    """At the name's first character."""
     if node is None:
         return SqlwinError(message)
-    meta = (node.find(exp.Identifier) or node).meta
-    if "start_line" not in meta and {"line", "col", "start", "end"} <= meta.keys():
-        return SqlwinError(message, meta["line"], meta["col"] - (meta["end"] - meta["start"]))
-    return SqlwinError.at(node, message)
+    return SqlwinError.at(node.find(exp.Identifier) or node, message)
