@@ -25,12 +25,16 @@ Two ways to run it, one semantics (``PlannedReplay`` is the operator with its Sp
 - **planned window joins** (``joinreplay``: sides that read streams, each a window aggregation whose panes
   are one row each): each side a planned replay, the join stepped on which windows the sides fired when, the
   join's panes computed at the end in one query.
-- **stepped** (SESSION windows, whose stored rows move between sessions as they merge; count windows with
-  early panes or windows known only once complete; cascaded windows and the other window joins): the operator
-  runs each micro-batch's rows through Spark, as a streaming table does.
+- **planned sessions** (``sessionreplay``: SESSION windows whose state is partial aggregates, so no session
+  closes before it expires): the watermark sequence from the operator's own steps, one Spark job drops the
+  late rows and sessionizes the others per key and micro-batch, the operator merges those sessions in Python.
+- **stepped** (SESSION windows whose stored rows move between sessions as they merge or may be dropped when
+  one closes, and MAX_DURATION sessions; count windows with early panes or windows known only once complete;
+  cascaded windows and the other window joins): the operator runs each micro-batch's rows through Spark, as a
+  streaming table does.
 
 Modules: ``replaycut`` (the micro-batches of a table, and the loop that drives an operator through them),
-``plannedreplay``, ``countreplay``, ``joinreplay``; this one chooses.
+``plannedreplay``, ``countreplay``, ``sessionreplay``, ``joinreplay``; this one chooses.
 """
 
 from __future__ import annotations
@@ -38,12 +42,14 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from sqlwin.plan.windows import WindowKind
 from sqlwin.streaming import committer, storage
 from sqlwin.streaming.countreplay import PlannedCountReplay
 from sqlwin.streaming.joinreplay import PlannedStagedReplay
 from sqlwin.streaming.operator import MicroBatchOperator
 from sqlwin.streaming.plannedreplay import PlannedReplay
 from sqlwin.streaming.replaycut import Cut, side_by_side, stepped
+from sqlwin.streaming.sessionreplay import PlannedSessionReplay
 from sqlwin.streaming.shape import StreamingShape
 from sqlwin.streaming.sinks import BatchSink
 from sqlwin.streaming.staged import StagedOperator
@@ -81,7 +87,11 @@ def _run(spark: Any, shape: StreamingShape | StagedShape, folder: str, sink: Bat
         operator = StagedOperator(spark, shape, folder, sink, late_sink, tag)
         return stepped(spark, operator, sink, late_sink, numbered, plan, has_clock)
     window = shape.window
-    planner = PlannedCountReplay if window is not None and window.is_count_based else PlannedReplay
+    planner = PlannedReplay
+    if window is not None and window.is_count_based:
+        planner = PlannedCountReplay
+    elif window is not None and window.kind is WindowKind.SESSION:
+        planner = PlannedSessionReplay
     planned = planner(spark, shape, folder, sink, late_sink, tag)
     if planned.plannable(cut := Cut(spark, shape)):
         return planned.run(cut, has_clock)

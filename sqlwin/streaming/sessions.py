@@ -105,8 +105,7 @@ class SessionAssigner(WindowAssigner):
             if not count:
                 return 0, max_ts, {}
             groups = scan.groups
-            spans = [{"__key": k, "__ws": s, "__we": e, "count": n} for k, s, e, n in
-                     zip(*(groups[c].to_pylist() for c in ("__key", "__ws", "__we", "__n")), strict=True)]
+            spans = list(zip(*(groups[c].to_pylist() for c in ("__key", "__ws", "__we", "__n")), strict=True))
             accepted, closed, lost = self._merge(spans, watermark, op.current_processing_time)
             assert not closed and not lost  # a trigger that never finishes closes no session (keeps_partials)
             if spans:
@@ -168,14 +167,14 @@ class SessionAssigner(WindowAssigner):
         return F.expr(gap.transform(_unqualify).sql(dialect="spark"))
 
     def _merge(self, spans: list, watermark: int, processing_time: int) -> tuple[dict, dict, list]:
-        """Merge the micro-batch's sessions into the open ones. Returns the new-row counts per (merged)
-        window; the micro-batch sessions that joined a closed window, ``(key, start, end) -> (closed start,
-        closed end, rows)``; and the rows earlier windows held when they merged into a closed one,
-        ``(key, start, end, tokens, closed start, closed end)``."""
+        """Merge the micro-batch's sessions ``(key, start, end, rows)`` into the open ones. Returns the new-row
+        counts per (merged) window; the micro-batch sessions that joined a closed window, ``(key, start, end) ->
+        (closed start, closed end, rows)``; and the rows earlier windows held when they merged into a closed
+        one, ``(key, start, end, tokens, closed start, closed end)``."""
         op = self.op
         by_key: dict[str, list] = defaultdict(list)
-        for r in spans:
-            by_key[r["__key"]].append((r["__ws"], r["__we"], r["count"]))
+        for key, start, end, count in spans:
+            by_key[key].append((start, end, count))
         open_by_key: dict[str, list] = defaultdict(list)
         for key, start, end in op.windows:
             if key in by_key:

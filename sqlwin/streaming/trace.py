@@ -68,6 +68,16 @@ def replayed(shape: Any, statement: str) -> Iterator[ReplayRun | None]:
         runs.append(run)
 
 
+@contextmanager
+def unrecorded() -> Iterator[None]:
+    """Steps of the operator that are not the replay's own (a planned replay's pass for the watermarks alone)."""
+    token = _current.set(None)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
 def step(micro_batch: int | None, has_data: bool, watermark: int) -> None:
     """The operator finished a step (see ``Step``)."""
     run = _current.get()
