@@ -265,8 +265,13 @@ def test_sessions_that_may_close_are_stepped(spark, monkeypatch):
 
 
 @settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(rows=tables(), name=st.sampled_from(sorted(SESSION_QUERIES)), delay=st.integers(0, 6))
-def test_planned_sessions_equal_stepped_on_generated_tables(spark, monkeypatch, rows, name, delay):
+@given(rows=tables(), name=st.sampled_from(sorted(SESSION_QUERIES)), delay=st.integers(0, 6),
+       own_batches=st.booleans(), null_key=st.booleans())
+def test_planned_sessions_equal_stepped_on_generated_tables(spark, monkeypatch, rows, name, delay, own_batches,
+                                                            null_key):
+    """``own_batches``: every row a micro-batch of its own; ``null_key``: key c is NULL (a session key too)."""
+    rows = [(None if null_key and k == "c" else k, v, ts, seq if own_batches else mb, seq)
+            for k, v, ts, mb, seq in rows]
     _table(spark, rows, "ps_gen")
     planned, planned_late, stepped, stepped_late = _both(spark, monkeypatch, "ps_gen", SESSION_QUERIES[name], delay,
                                                          planner=sessionreplay.PlannedSessionReplay)
