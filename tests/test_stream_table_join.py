@@ -16,6 +16,7 @@ from streamtools import T0, rows_of, stream_env, ts
 import sqlwin
 from sqlwin.errors import SqlwinError
 from sqlwin.streaming import catalog
+from sqlwin.streaming.plannedreplay import PlannedReplay
 from tests.difftools import normalize, on_duckdb
 
 pytestmark = pytest.mark.slow
@@ -78,8 +79,12 @@ def test_a_stream_joined_with_a_table_runs_live_and_replayed(spark, tmp_path, mo
     spark.createDataFrame(data, "k string, v int, ts timestamp, f int, j int").createOrReplaceTempView("st_rows")
     sqlwin.sql(spark, "CREATE STREAM st_replay FROM TABLE st_rows ARRIVAL ORDER BY f, j MICRO BATCH BY f "
                       "WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS")
+    runs: list[bool] = []
+    plannable = PlannedReplay.plannable
+    monkeypatch.setattr(PlannedReplay, "plannable", lambda self, cut: runs.append(plannable(self, cut)) or runs[-1])
     replayed = sqlwin.sql(spark, f"{QUERY.format(s='st_replay', join='LEFT JOIN')} ALLOWED LATENESS INTERVAL 5 "
                                  "SECONDS LATE ROWS TO st_replay_late")
+    assert runs == [True]  # planned: the micro-batch label carried through the join's SELECT
     assert _panes(replayed) == [*FIRED_LEFT, (at(60), "alpha", 1, 1)]
     assert {(r["window_start"], r["micro_batch"]) for r in replayed.collect()} == {*CUSTOM_BATCHES.items(), (at(60), 6)}
     assert rows_of(spark.table("st_replay_late"), late_columns) == LATE

@@ -48,3 +48,32 @@ def test_a_stream_read_by_its_window_tvf_inside_a_larger_query_is_accepted() -> 
     SELECT a.auction, a.num FROM auction_bids a JOIN max_bids m
       ON a.starttime = m.starttime AND a.endtime = m.endtime AND a.num >= m.maxn""")
     assert choose_path(shape) == ("custom", "a query around the aggregation")
+
+
+@pytest.mark.parametrize(("subquery", "carried"), [
+    # a join with a table that names its columns: the stream's label added to the SELECT
+    ("SELECT b.auction, b.date_time, d.name FROM bids b JOIN dims d ON b.auction = d.id",
+     "SELECT b.auction, b.date_time, d.name, b.__lbl FROM bids AS b JOIN dims AS d ON b.auction = d.id"),
+    # a star over the stream passes it already: nothing added
+    ("SELECT * FROM bids WHERE price > 0", "SELECT * FROM bids WHERE price > 0"),
+    ("SELECT b.*, d.name FROM dims d JOIN bids b ON b.auction = d.id",
+     "SELECT b.*, d.name FROM dims AS d JOIN bids AS b ON b.auction = d.id"),
+    # nested: carried through each SELECT between the stream and the TVF
+    ("SELECT x.auction, x.date_time FROM (SELECT auction, date_time FROM bids) x",
+     "SELECT x.auction, x.date_time, x.__lbl FROM (SELECT auction, date_time, bids.__lbl FROM bids) AS x"),
+    # rows combined, or a stream read twice: not carried (the replay steps micro-batch by micro-batch)
+    ("SELECT auction, MAX(date_time) AS date_time FROM bids GROUP BY auction", None),
+    ("SELECT DISTINCT auction, date_time FROM bids", None),
+    ("SELECT auction, date_time, ROW_NUMBER() OVER (ORDER BY price) AS r FROM bids", None),
+    ("SELECT a.auction, a.date_time FROM bids a JOIN bids b ON a.auction = b.auction", None),
+    ("SELECT auction, date_time FROM bids UNION ALL SELECT auction, date_time FROM bids", None),
+])
+def test_the_micro_batch_label_is_carried_through_a_subquery_that_names_its_columns(subquery, carried):
+    from sqlglot import exp
+
+    from sqlwin.streaming.plannedreplay import carry_label
+
+    node = dialect.parse_one(f"SELECT * FROM ({subquery}) t").find(exp.Subquery)
+    assert carry_label(node, {"bids"}, "__lbl") == (carried is not None)
+    if carried is not None:
+        assert node.this.sql() == carried

@@ -7,9 +7,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from sqlglot import exp
+
 from sqlwin.core.columnar import KEY, FiredPanes
 from sqlwin.core.panes import DROP_CLOSED, DROP_LATE, MAX_TIME, MIN_TIME, FiredPaneList, Pane, WindowKey
 from sqlwin.diagnostics import unlogged_spark_errors
+from sqlwin.dialect.nodes import TableArg
 from sqlwin.plan.windows import Column
 from sqlwin.streaming import storage
 from sqlwin.streaming.assigner import WindowAssigner
@@ -19,6 +22,7 @@ from sqlwin.streaming.outputs import FIRED_SCHEMA, fired_table
 from sqlwin.streaming.panequery import PaneQuery
 from sqlwin.streaming.partitioned import NotPartitionable
 from sqlwin.streaming.replaycut import BATCH, CLOCK, Cut, drive
+from sqlwin.streaming.shape import find_carrier
 from sqlwin.streaming.timewindows import TimeWindowAssigner
 
 
@@ -54,12 +58,13 @@ class PlannedReplay(MicroBatchOperator):
         except AnalysisException as err:
             if cut.label not in str(err):
                 raise
-            return False  # a subquery in the TVF names the stream's columns (a join with a table): no label there
+            return False  # a subquery in the TVF the label could not be carried through (it combines rows)
         return cut.label in self.assigned.columns  # else a subquery in the TVF drops it: step batch by batch
 
     def _assign_sql_with_label(self, cut: Cut) -> str:
         """The assignment of the operator, with each row's micro-batch label carried through the window TVF
-        (its relation lists the stream's columns: add the label to them)."""
+        (its relation lists the stream's columns: add the label to them, and to each SELECT of a subquery in
+        the TVF that reads the stream and names its columns, as a join with a table does)."""
         shape = self.shape
         spec = shape.window
         if spec is None or spec.relation.columns is None:
@@ -67,6 +72,12 @@ class PlannedReplay(MicroBatchOperator):
         label_type = cut.rows.schema[cut.label].dataType.simpleString()
         relation = dataclasses.replace(spec.relation, columns=(*spec.relation.columns, Column(cut.label, label_type)))
         with_label = dataclasses.replace(shape, window=dataclasses.replace(spec, relation=relation))
+        node = shape.query.node.copy()
+        data = find_carrier(node).args["from_"].this.find(TableArg)
+        if data is not None and isinstance(data.this, exp.Subquery):
+            streams = {st.name.lower() for st in shape.streams or [shape.stream]}
+            if carry_label(data.this, streams, cut.label):
+                with_label = dataclasses.replace(with_label, query=dataclasses.replace(shape.query, node=node))
         return PaneQuery(with_label, self.spark, self.views).assign_sql
 
     # -- the Spark work, up front -------------------------------------------------------------
@@ -275,6 +286,34 @@ class PlannedReplay(MicroBatchOperator):
         late = rows.select(*[F.col(f"`{c}`") for c in self.relation_columns], *bounds, mark.alias("watermark"),
                            reason.alias("reason"), "micro_batch")
         return late.select(*[F.col(f"`{f.name}`").cast(f.dataType) for f in self.late_sink.schema.fields])
+
+
+def carry_label(node: exp.Expr, streams: set[str], label: str) -> bool:
+    """Add the micro-batch ``label`` column to every SELECT from a stream up to ``node`` (a subquery in a window
+    TVF, e.g. the stream joined with a table) that names its columns; False (nothing to rely on) where a SELECT
+    on the way combines rows (GROUP BY, DISTINCT, an aggregate or window function, a set operation) or reads
+    no stream or two, since the label must stay the one of the row's own stream row."""
+    if isinstance(node, exp.Subquery):
+        return carry_label(node.this, streams, label)
+    if not isinstance(node, exp.Select) or node.args.get("group") or node.args.get("distinct") or \
+            node.find(exp.AggFunc, exp.Window) is not None:
+        return False
+    from_ = node.args.get("from_")
+    sources = ([from_.this] if from_ is not None else []) + [j.this for j in node.args.get("joins") or []]
+    reading = [src for src in sources
+               if (isinstance(src, exp.Table) and src.name.lower() in streams)
+               or (isinstance(src, exp.Subquery) and any(t.name.lower() in streams for t in src.find_all(exp.Table)))]
+    if len(reading) != 1:
+        return False
+    source = reading[0]
+    if isinstance(source, exp.Subquery) and (not source.alias or not carry_label(source, streams, label)):
+        return False
+    qualifier = source.alias_or_name
+    passes = any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star)
+                                              and e.table in ("", qualifier)) for e in node.expressions)
+    if not passes:
+        node.select(exp.column(label, table=qualifier), copy=False)
+    return True
 
 
 def union_of(spark: Any, parts: list[Any]) -> Any:
