@@ -76,7 +76,7 @@ class MaxDurationSessions(SessionAssigner):
         self._forget(watermark)
         ts = F.col(f"`{spec.time_col}`")
         ts_us = F.unix_micros(ts)
-        gap = self._gap(spark)
+        gap = self.gap(spark)
         own_end = ts_us + F.least(gap, F.lit(spec.max_duration))
         rows = spark.table(op.views.batch)
         late_parts: list = []

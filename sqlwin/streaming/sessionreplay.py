@@ -130,7 +130,7 @@ class PlannedSessionReplay(PlannedReplay):
         from pyspark.sql import functions as F
 
         ts = F.col(f"`{self.shape.window.time_col}`")
-        gap = self.sessions._gap(self.spark)
+        gap = self.sessions.gap(self.spark)
         lateness = self.shape.lateness
         threshold = F.when(F.col(WATERMARK) > F.lit(MIN_TIME + lateness), F.col(WATERMARK) - F.lit(lateness))
         return F.coalesce(ts.isNotNull() & (gap > 0) & (F.unix_micros(ts) + gap <= threshold), F.lit(False))
@@ -144,7 +144,7 @@ class PlannedSessionReplay(PlannedReplay):
         numbers = self.spark.createDataFrame(sorted(self.assigner.numbers.items()), f"{BATCH} bigint, micro_batch int")
         late = rows.where(F.col(LATE)).join(F.broadcast(numbers), BATCH)
         ts = F.col(f"`{self.shape.window.time_col}`")
-        end = F.timestamp_micros(F.unix_micros(ts) + self.sessions._gap(self.spark))
+        end = F.timestamp_micros(F.unix_micros(ts) + self.sessions.gap(self.spark))
         return self._as_late_rows(late, [ts.alias("window_start"), end.alias("window_end")], F.col(WATERMARK),
                                   F.lit(DROP_LATE))
 

@@ -60,7 +60,7 @@ class SessionAssigner(WindowAssigner):
         if watermark - op.shape.lateness <= MIN_TIME:
             return None
         ts = F.col(f"`{op.shape.window.time_col}`")
-        gap = self._gap(spark)
+        gap = self.gap(spark)
         end = F.unix_micros(ts) + gap
         is_late = F.coalesce(ts.isNotNull() & (gap > 0) & (end <= F.lit(watermark - op.shape.lateness)),
                              F.lit(False))
@@ -155,7 +155,7 @@ class SessionAssigner(WindowAssigner):
             assigned.unpersist()
         return accepted
 
-    def _gap(self, spark: Any) -> Any:
+    def gap(self, spark: Any) -> Any:
         """Each row's gap in microseconds: the static gap, or the dynamic gap expression (GRAMMAR 1) over the
         row, as the batch backend measures it (rows whose gap is NULL or not positive are in no session)."""
         from pyspark.sql import functions as F
