@@ -78,12 +78,6 @@ QUERIES = {
     "dims_left_join": ("SELECT d.k, d.name, a.window_start, a.c FROM pr_dims d LEFT JOIN (SELECT window_start, "
                        "window_end, k, COUNT(*) AS c FROM TUMBLE(TABLE {s}, DESCRIPTOR(ts), INTERVAL 10 SECONDS) "
                        "GROUP BY window_start, window_end, k) a ON d.k = a.k"),
-    # the stream joined with a table in the TVF's input (a SELECT that names its columns): the micro-batch label
-    # is carried through it; a stream row no table row matches still moves the watermark
-    "dims_join_input": ("SELECT window_start, window_end, name, SUM(v) AS s, COUNT(*) AS c FROM TUMBLE(TABLE "
-                        "(SELECT {s}.k, {s}.v, {s}.ts, d.name FROM {s} JOIN pr_dims d ON {s}.k = d.k), "
-                        "DESCRIPTOR(ts), INTERVAL 10 SECONDS) GROUP BY window_start, window_end, name "
-                        "ALLOWED LATENESS INTERVAL 5 SECONDS LATE ROWS TO {late}"),
 }
 
 
@@ -106,7 +100,7 @@ def _recording(plannable, runs: list[bool]):
 
 
 COLUMNAR = {"tumble_lateness", "hop_early_discarding", "tumble_final", "hop_closed_at_end", "tumble_early_late",
-            "topn_early_late", "hot_keys", "dims_left_join", "dims_join_input"}
+            "topn_early_late", "hot_keys", "dims_left_join"}
 
 
 def _both(spark, monkeypatch, table: str, query: str, delay: int = 2, columnar: bool = False,
@@ -272,12 +266,10 @@ def test_sessions_that_may_close_are_stepped(spark, monkeypatch):
 
 @settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=tables(), name=st.sampled_from(sorted(SESSION_QUERIES)), delay=st.integers(0, 6),
-       own_batches=st.booleans(), null_key=st.booleans())
-def test_planned_sessions_equal_stepped_on_generated_tables(spark, monkeypatch, rows, name, delay, own_batches,
-                                                            null_key):
-    """``own_batches``: every row a micro-batch of its own; ``null_key``: key c is NULL (a session key too)."""
-    rows = [(None if null_key and k == "c" else k, v, ts, seq if own_batches else mb, seq)
-            for k, v, ts, mb, seq in rows]
+       null_key=st.booleans())
+def test_planned_sessions_equal_stepped_on_generated_tables(spark, monkeypatch, rows, name, delay, null_key):
+    """``null_key``: key c is NULL (a session key too)."""
+    rows = [(None if null_key and k == "c" else k, v, ts, mb, seq) for k, v, ts, mb, seq in rows]
     _table(spark, rows, "ps_gen")
     planned, planned_late, stepped, stepped_late = _both(spark, monkeypatch, "ps_gen", SESSION_QUERIES[name], delay,
                                                          planner=sessionreplay.PlannedSessionReplay)
