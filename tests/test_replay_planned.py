@@ -225,10 +225,12 @@ SESSION_QUERIES = {
                            "DESCRIPTOR(ts), INTERVAL 3 SECONDS) GROUP BY window_start, window_end "
                            "ALLOWED LATENESS INTERVAL 8 SECONDS LATE ROWS TO {late} "
                            "EMIT WITH TRIGGER AFTER WATERMARK EARLY EVERY 2 ROWS LATE EVERY 1 ROWS"),
-    # a dynamic gap (rows with a non-positive gap are in no session and never late); the carrier's WHERE
-    "session_dynamic_gap": ("SELECT window_start, window_end, k, SUM(v) AS s, MIN(v) AS lo FROM SESSION(TABLE {s} "
-                            "PARTITION BY k, DESCRIPTOR(ts), CASE WHEN v < 4 THEN v * INTERVAL 1 SECOND "
-                            "ELSE INTERVAL 3 SECONDS END) WHERE v <> 7 GROUP BY window_start, window_end, k "
+    # a dynamic gap (rows with a non-positive gap are in no session and never late); the carrier's WHERE; the
+    # stream joined with a table in the TVF's input (the micro-batch number carried through the join's SELECT)
+    "session_dynamic_gap": ("SELECT window_start, window_end, k, SUM(v) AS s, MIN(v) AS lo, MAX(name) AS name "
+                            "FROM SESSION(TABLE (SELECT {s}.k, {s}.v, {s}.ts, d.name FROM {s} LEFT JOIN pr_dims d "
+                            "ON {s}.k = d.k) PARTITION BY k, DESCRIPTOR(ts), CASE WHEN v < 4 THEN v * INTERVAL 1 "
+                            "SECOND ELSE INTERVAL 3 SECONDS END) WHERE v <> 7 GROUP BY window_start, window_end, k "
                             "ALLOWED LATENESS INTERVAL 2 SECONDS LATE ROWS TO {late} EMIT FINAL"),
 }
 

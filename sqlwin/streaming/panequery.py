@@ -19,6 +19,7 @@ from sqlglot import exp
 
 from sqlwin.backends.spark_batch import SparkBatchCompiler
 from sqlwin.core.panes import MAX_TIME, MIN_TIME
+from sqlwin.dialect.nodes import TableArg
 from sqlwin.errors import SqlwinError
 from sqlwin.plan.windows import WindowKind
 from sqlwin.streaming import partitioned
@@ -65,6 +66,25 @@ class PaneQuery:
                 else:
                     table.replace(renamed)
         return source, shape.source_alias
+
+    def input_sql(self, view: str) -> str:
+        """The window TVF's input (a subquery over the stream, such as a join with a table) over ``view`` in
+        place of the stream: the relation's rows for some of the stream's rows."""
+        shape = self.shape
+        node = find_carrier(shape.query.node.copy()).args["from_"].this.find(TableArg).this
+        streams = {st.name.lower() for st in shape.streams or [shape.stream]}
+        for table in [node] if isinstance(node, exp.Table) else list(node.find_all(exp.Table)):
+            if table.name.lower() in streams:
+                renamed = exp.Table(this=exp.to_identifier(view),
+                                    alias=exp.TableAlias(this=exp.to_identifier(table.alias_or_name)))
+                if table is node:
+                    node = renamed
+                else:
+                    table.replace(renamed)
+        if isinstance(node, exp.Subquery):
+            node = node.this
+        relation = node if isinstance(node, exp.Table) else node.subquery("__input")
+        return self.compiler.render(self.compiler.compile(exp.select("*").from_(relation), []))
 
     def _key_json(self) -> exp.Expr:
         """``__key``: the keys as JSON, from the ``__k<i>`` columns."""

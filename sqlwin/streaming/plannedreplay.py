@@ -22,7 +22,7 @@ from sqlwin.streaming.outputs import FIRED_SCHEMA, fired_table
 from sqlwin.streaming.panequery import PaneQuery
 from sqlwin.streaming.partitioned import NotPartitionable
 from sqlwin.streaming.replaycut import BATCH, CLOCK, Cut, drive
-from sqlwin.streaming.shape import find_carrier
+from sqlwin.streaming.shape import StreamingShape, find_carrier
 from sqlwin.streaming.timewindows import TimeWindowAssigner
 
 
@@ -62,23 +62,11 @@ class PlannedReplay(MicroBatchOperator):
         return cut.label in self.assigned.columns  # else a subquery in the TVF drops it: step batch by batch
 
     def _assign_sql_with_label(self, cut: Cut) -> str:
-        """The assignment of the operator, with each row's micro-batch label carried through the window TVF
-        (its relation lists the stream's columns: add the label to them, and to each SELECT of a subquery in
-        the TVF that reads the stream and names its columns, as a join with a table does)."""
-        shape = self.shape
-        spec = shape.window
-        if spec is None or spec.relation.columns is None:
+        """The assignment of the operator, with each row's micro-batch label carried through the window TVF."""
+        if self.shape.window is None or self.shape.window.relation.columns is None:
             return self.query.assign_sql  # ``*`` over the rows: the label passes through as it is
         label_type = cut.rows.schema[cut.label].dataType.simpleString()
-        relation = dataclasses.replace(spec.relation, columns=(*spec.relation.columns, Column(cut.label, label_type)))
-        with_label = dataclasses.replace(shape, window=dataclasses.replace(spec, relation=relation))
-        node = shape.query.node.copy()
-        data = find_carrier(node).args["from_"].this.find(TableArg)
-        if data is not None and isinstance(data.this, exp.Subquery):
-            streams = {st.name.lower() for st in shape.streams or [shape.stream]}
-            if carry_label(data.this, streams, cut.label):
-                with_label = dataclasses.replace(with_label, query=dataclasses.replace(shape.query, node=node))
-        return PaneQuery(with_label, self.spark, self.views).assign_sql
+        return PaneQuery(with_label(self.shape, cut.label, label_type), self.spark, self.views).assign_sql
 
     # -- the Spark work, up front -------------------------------------------------------------
     def run(self, cut: Cut, has_clock: bool) -> tuple[Any, Any]:
@@ -286,6 +274,24 @@ class PlannedReplay(MicroBatchOperator):
         late = rows.select(*[F.col(f"`{c}`") for c in self.relation_columns], *bounds, mark.alias("watermark"),
                            reason.alias("reason"), "micro_batch")
         return late.select(*[F.col(f"`{f.name}`").cast(f.dataType) for f in self.late_sink.schema.fields])
+
+
+def with_label(shape: StreamingShape, label: str, label_type: str) -> StreamingShape:
+    """``shape`` with the micro-batch ``label`` column carried through its window TVF: added to the TVF's
+    relation (which lists the stream's columns), and to each SELECT of a subquery in the TVF that reads the
+    stream and names its columns (a join with a table) where that can be done (``carry_label``)."""
+    spec = shape.window
+    relation = spec.relation
+    if relation.columns is not None:
+        relation = dataclasses.replace(relation, columns=(*relation.columns, Column(label, label_type)))
+    labelled = dataclasses.replace(shape, window=dataclasses.replace(spec, relation=relation))
+    node = shape.query.node.copy()
+    data = find_carrier(node).args["from_"].this.find(TableArg)
+    if data is not None and isinstance(data.this, exp.Subquery):
+        streams = {st.name.lower() for st in shape.streams or [shape.stream]}
+        if carry_label(data.this, streams, label):
+            labelled = dataclasses.replace(labelled, query=dataclasses.replace(shape.query, node=node))
+    return labelled
 
 
 def carry_label(node: exp.Expr, streams: set[str], label: str) -> bool:

@@ -27,10 +27,9 @@ from sqlglot import exp
 
 from sqlwin.core.panes import DROP_LATE, MIN_TIME
 from sqlwin.diagnostics import unlogged_spark_errors
-from sqlwin.plan.windows import Column
 from sqlwin.streaming import trace
 from sqlwin.streaming.panequery import PaneQuery
-from sqlwin.streaming.plannedreplay import FiredLog, PlannedReplay
+from sqlwin.streaming.plannedreplay import FiredLog, PlannedReplay, with_label
 from sqlwin.streaming.replaycut import BATCH, CLOCK, Cut, drive
 from sqlwin.streaming.sessions import SessionAssigner
 
@@ -70,13 +69,9 @@ class PlannedSessionReplay(PlannedReplay):
     def _sessions_sql(self) -> str:
         """Each micro-batch's own sessions as partial rows (``PaneQuery.session_partials_sql``), the micro-batch
         number ``BATCH`` one more key and one more partition column of the SESSION: its ``__k<n>``."""
-        shape = self.shape
-        spec = shape.window
-        relation = spec.relation
-        if relation.columns is not None:
-            relation = dataclasses.replace(relation, columns=(*relation.columns, Column(BATCH, "bigint")))
-        window = dataclasses.replace(spec, relation=relation, partition_by=(*spec.partition_by, BATCH))
-        labelled = dataclasses.replace(shape, window=window, keys=[*shape.keys, exp.column(BATCH)])
+        labelled = with_label(self.shape, BATCH, "bigint")
+        window = dataclasses.replace(labelled.window, partition_by=(*labelled.window.partition_by, BATCH))
+        labelled = dataclasses.replace(labelled, window=window, keys=[*labelled.keys, exp.column(BATCH)])
         return PaneQuery(labelled, self.spark, self.views).session_partials_sql(self.query.decomposition)
 
     # -- the Spark work -----------------------------------------------------------------------
@@ -86,8 +81,8 @@ class PlannedSessionReplay(PlannedReplay):
         self.ranks, plan = cut.ranks(cut.summary())
         self.summary = {r[BATCH]: (int(r["n"]), r["max_ts"]) for r in plan}
         in_force = self._watermarks(plan, has_clock)
-        marks = self.spark.createDataFrame(sorted(in_force.items()), f"{BATCH} bigint, {WATERMARK} bigint")
-        rows = cut.numbered_by(cut.rows.drop(CLOCK), self.ranks).join(F.broadcast(marks), BATCH) \
+        self.marks = self.spark.createDataFrame(sorted(in_force.items()), f"{BATCH} bigint, {WATERMARK} bigint")
+        rows = cut.numbered_by(cut.rows.drop(CLOCK), self.ranks).join(F.broadcast(self.marks), BATCH) \
             .withColumn(LATE, self._is_late())
         rows.where(~F.col(LATE)).createOrReplaceTempView(self.views.batch_of(0))
         nkeys = len(self.shape.keys)
@@ -136,17 +131,23 @@ class PlannedSessionReplay(PlannedReplay):
         return F.coalesce(ts.isNotNull() & (gap > 0) & (F.unix_micros(ts) + gap <= threshold), F.lit(False))
 
     def _session_late_rows(self, rows: Any) -> Any:
-        """LATE ROWS TO: the late rows, each with its own span as the window, in the micro-batch that dropped it."""
+        """LATE ROWS TO: the late rows, each with its own span as the window, in the micro-batch that dropped it
+        (for a SESSION over a subquery, its rows for the late stream rows)."""
         from pyspark.sql import functions as F
 
         if self.late_sink is None:
             return None
         numbers = self.spark.createDataFrame(sorted(self.assigner.numbers.items()), f"{BATCH} bigint, micro_batch int")
-        late = rows.where(F.col(LATE)).join(F.broadcast(numbers), BATCH)
+        late = rows.where(F.col(LATE))
         ts = F.col(f"`{self.shape.window.time_col}`")
-        end = F.timestamp_micros(F.unix_micros(ts) + self.sessions.gap(self.spark))
-        return self._as_late_rows(late, [ts.alias("window_start"), end.alias("window_end")], F.col(WATERMARK),
-                                  F.lit(DROP_LATE))
+        end = F.unix_micros(ts) + self.sessions.gap(self.spark)
+        if self.sessions.reads_a_subquery():  # the micro-batch carried through it, then its watermark
+            labelled = PaneQuery(with_label(self.shape, BATCH, "bigint"), self.spark, self.views)
+            late, ts, end = self.sessions.input_rows(late, labelled, f"{self.views.batch}_late")
+            late = late.join(F.broadcast(self.marks), BATCH)
+        late = late.join(F.broadcast(numbers), BATCH)
+        return self._as_late_rows(late, [ts.alias("window_start"), F.timestamp_micros(end).alias("window_end")],
+                                  F.col(WATERMARK), F.lit(DROP_LATE))
 
 
 class WatermarkRecorder(SessionAssigner):

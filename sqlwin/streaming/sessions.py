@@ -79,9 +79,27 @@ class SessionAssigner(WindowAssigner):
         from pyspark.sql import functions as F
 
         is_late, end, ts = late
-        return rows.where(is_late).select(*[F.col(f"`{c}`") for c in self.op.relation_columns],
-                                          ts.alias("window_start"), F.timestamp_micros(end).alias("window_end"),
-                                          F.lit(DROP_LATE).alias("reason"))
+        late_rows = rows.where(is_late)
+        if self.reads_a_subquery():
+            late_rows, ts, end = self.input_rows(late_rows, self.op.query, f"{self.op.views.batch}_late")
+        return late_rows.select(*[F.col(f"`{c}`") for c in self.op.relation_columns], ts.alias("window_start"),
+                                F.timestamp_micros(end).alias("window_end"), F.lit(DROP_LATE).alias("reason"))
+
+    def reads_a_subquery(self) -> bool:
+        """Whether the SESSION's input is a subquery over the stream (a join with a table, a filter), not the
+        stream itself."""
+        return not isinstance(self.op.shape.window.relation.node, exp.Table)
+
+    def input_rows(self, rows: Any, query: Any, view: str) -> tuple[Any, Any, Any]:
+        """The rows of the SESSION's input for some stream ``rows`` (a late row matched by two table rows: two
+        rows; one the input filters out: none), and their time and span end, which are the input's."""
+        from pyspark.sql import functions as F
+
+        spark = rows.sparkSession
+        rows.createOrReplaceTempView(view)
+        relation = spark.sql(query.input_sql(view))
+        ts = F.col(f"`{self.op.shape.window.time_col}`")
+        return relation, ts, F.unix_micros(ts) + self.gap(spark)
 
     def scan(self, spark: Any, data: Any, batch: int, watermark: int,
              processing_time: int) -> tuple[int, list[int | None], dict]:
