@@ -253,17 +253,22 @@ def test_planned_sessions_equal_stepped(spark, monkeypatch, name):
 def test_sessions_that_may_close_are_stepped(spark, monkeypatch):
     """A trigger that finishes closes sessions, and a session merged into a closed one drops rows it held: the
     state is rows, replayed micro-batch by micro-batch."""
-    _table(spark, ROWS, "ps_closing")
-    sqlwin.sql(spark, "CREATE STREAM ps_closing_s FROM TABLE ps_closing ARRIVAL ORDER BY seq MICRO BATCH BY mb "
+    assert _stepped(spark, monkeypatch, "ps_closing", sessionreplay.PlannedSessionReplay,
+                    "SELECT window_start, k, COUNT(*) AS c FROM SESSION(TABLE {s} PARTITION BY k, DESCRIPTOR(ts), "
+                    "INTERVAL 4 SECONDS) GROUP BY window_start, window_end, k ALLOWED LATENESS INTERVAL 10 SECONDS "
+                    "EMIT WITH TRIGGER AFTER COUNT 2")
+
+
+def _stepped(spark, monkeypatch, table: str, planner: type, query: str) -> list:
+    """The panes of ``query`` over a replay of ROWS, which must not be planned by ``planner``."""
+    _table(spark, ROWS, table)
+    sqlwin.sql(spark, f"CREATE STREAM {table}_s FROM TABLE {table} ARRIVAL ORDER BY seq MICRO BATCH BY mb "
                       "WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS")
     runs: list[bool] = []
-    planner = sessionreplay.PlannedSessionReplay
     monkeypatch.setattr(planner, "plannable", _recording(planner.plannable, runs))
-    panes = sqlwin.sql(spark, "SELECT window_start, k, COUNT(*) AS c FROM SESSION(TABLE ps_closing_s PARTITION BY k, "
-                              "DESCRIPTOR(ts), INTERVAL 4 SECONDS) GROUP BY window_start, window_end, k "
-                              "ALLOWED LATENESS INTERVAL 10 SECONDS EMIT WITH TRIGGER AFTER COUNT 2").collect()
+    panes = sqlwin.sql(spark, query.format(s=f"{table}_s")).collect()
     assert runs == [False]
-    assert panes
+    return panes
 
 
 @settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -317,16 +322,10 @@ def test_planned_count_windows_equal_stepped(spark, monkeypatch, name):
 
 def test_count_windows_with_early_panes_are_stepped(spark, monkeypatch):
     """A growing count window with EARLY panes fires more than once: replayed micro-batch by micro-batch."""
-    _table(spark, ROWS, "pc_early")
-    sqlwin.sql(spark, "CREATE STREAM pc_early_s FROM TABLE pc_early ARRIVAL ORDER BY seq MICRO BATCH BY mb "
-                      "WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS")
-    runs: list[bool] = []
-    planner = countreplay.PlannedCountReplay
-    monkeypatch.setattr(planner, "plannable", _recording(planner.plannable, runs))
-    panes = sqlwin.sql(spark, "SELECT k, window_index, COUNT(*) AS c FROM TUMBLE(TABLE pc_early_s PARTITION BY k, "
-                              "DESCRIPTOR(ts), ROWS 3) GROUP BY k, window_index, window_start, window_end "
-                              "EMIT WITH TRIGGER AFTER WATERMARK EARLY EVERY 1 ROWS").collect()
-    assert runs == [False]
+    panes = _stepped(spark, monkeypatch, "pc_early", countreplay.PlannedCountReplay,
+                     "SELECT k, window_index, COUNT(*) AS c FROM TUMBLE(TABLE {s} PARTITION BY k, DESCRIPTOR(ts), "
+                     "ROWS 3) GROUP BY k, window_index, window_start, window_end "
+                     "EMIT WITH TRIGGER AFTER WATERMARK EARLY EVERY 1 ROWS")
     assert {r.pane_timing for r in panes} == {"EARLY", "ON_TIME"}
 
 

@@ -49,6 +49,19 @@ LATE = [("b", 4, at(5), "beta", at(0), at(10), at(28), "late", 3), ("b", 4, at(5
 CUSTOM_BATCHES = {at(0): 2, at(20): 5, at(30): 5}
 
 
+def _replay_of_files(spark, monkeypatch, stream: str, planner: type) -> list[bool]:
+    """A replay stream of FILES' rows in the same micro-batches (a file each); returns where ``planner``'s
+    ``plannable`` records its answers."""
+    data = [(k, v, at(sec), f, j) for f, rows in enumerate(FILES) for j, (k, v, sec) in enumerate(rows)]
+    spark.createDataFrame(data, "k string, v int, ts timestamp, f int, j int").createOrReplaceTempView(f"{stream}_rows")
+    sqlwin.sql(spark, f"CREATE STREAM {stream} FROM TABLE {stream}_rows ARRIVAL ORDER BY f, j MICRO BATCH BY f "
+                      "WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS")
+    runs: list[bool] = []
+    plannable = planner.plannable
+    monkeypatch.setattr(planner, "plannable", lambda self, cut: runs.append(plannable(self, cut)) or runs[-1])
+    return runs
+
+
 def _panes(df) -> list[tuple]:
     return sorted(((r["window_start"], r["name"], r["s"], r["c"]) for r in df.collect()),
                   key=lambda r: (r[0], r[1] or ""))
@@ -76,13 +89,7 @@ def test_a_stream_joined_with_a_table_runs_live_and_replayed(spark, tmp_path, mo
         assert custom.status().late_rows_dropped == 2  # a (row, window) pair per match of the table
 
     # replayed in the same micro-batches: the live panes, then the end of the input fires [60, 70)
-    data = [(k, v, at(sec), f, j) for f, rows in enumerate(FILES) for j, (k, v, sec) in enumerate(rows)]
-    spark.createDataFrame(data, "k string, v int, ts timestamp, f int, j int").createOrReplaceTempView("st_rows")
-    sqlwin.sql(spark, "CREATE STREAM st_replay FROM TABLE st_rows ARRIVAL ORDER BY f, j MICRO BATCH BY f "
-                      "WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS")
-    runs: list[bool] = []
-    plannable = PlannedReplay.plannable
-    monkeypatch.setattr(PlannedReplay, "plannable", lambda self, cut: runs.append(plannable(self, cut)) or runs[-1])
+    runs = _replay_of_files(spark, monkeypatch, "st_replay", PlannedReplay)
     replayed = sqlwin.sql(spark, f"{QUERY.format(s='st_replay', join='LEFT JOIN')} ALLOWED LATENESS INTERVAL 5 "
                                  "SECONDS LATE ROWS TO st_replay_late")
     assert runs == [True]  # planned: the micro-batch label carried through the join's SELECT
@@ -138,14 +145,7 @@ def test_sessions_of_a_stream_joined_with_a_table_run_live_and_replayed(spark, t
         assert rows_of(spark.table("st_sessions"), columns) == SESSION_PANES
         assert rows_of(spark.table("st_sessions_late"), late_columns) == SESSION_LATE
 
-    data = [(k, v, at(sec), f, j) for f, rows in enumerate(FILES) for j, (k, v, sec) in enumerate(rows)]
-    spark.createDataFrame(data, "k string, v int, ts timestamp, f int, j int").createOrReplaceTempView("st_srows")
-    sqlwin.sql(spark, "CREATE STREAM st_sreplay FROM TABLE st_srows ARRIVAL ORDER BY f, j MICRO BATCH BY f "
-                      "WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS")
-    runs: list[bool] = []
-    plannable = PlannedSessionReplay.plannable
-    monkeypatch.setattr(PlannedSessionReplay, "plannable",
-                        lambda self, cut: runs.append(plannable(self, cut)) or runs[-1])
+    runs = _replay_of_files(spark, monkeypatch, "st_sreplay", PlannedSessionReplay)
     replayed = sqlwin.sql(spark, SESSIONS.format(s="st_sreplay", late="st_sreplay_late"))
     assert runs == [True]  # planned: the micro-batch number carried through the join's SELECT
     # the same panes, and at the end of the input the session a@60 [60, 65)

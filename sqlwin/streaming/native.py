@@ -21,7 +21,7 @@ from sqlwin.errors import SqlwinError
 from sqlwin.plan.windows import WindowKind
 from sqlwin.streaming import connect, storage
 from sqlwin.streaming.runner import table_tag
-from sqlwin.streaming.shape import find_carrier, mark_carrier, strip_clauses
+from sqlwin.streaming.shape import find_carrier, mark_carrier, reading, strip_clauses
 from sqlwin.streaming.sources import stream_dataframe
 from sqlwin.streaming.stopping import NEVER, StoppableBatches
 
@@ -43,15 +43,7 @@ def native_sql(shape: Any, view: str) -> str:
     root = strip_clauses(root.copy())
     carrier = find_carrier(root)
     tvf = carrier.args["from_"].this
-    data = tvf.find(TableArg).this.copy()
-    for table in list(data.find_all(exp.Table)) if not isinstance(data, exp.Table) else [data]:
-        if table.name.lower() == shape.stream.name.lower():
-            renamed = exp.Table(this=exp.to_identifier(view),
-                                alias=exp.TableAlias(this=exp.to_identifier(table.alias_or_name)))
-            if table is data:
-                data = renamed
-            else:
-                table.replace(renamed)
+    data = reading(tvf.find(TableArg).this.copy(), {shape.stream.name.lower(): view})
     slide = spec.size if spec.kind is WindowKind.TUMBLE else spec.slide
     offset = spec.offset % slide
     window = (f"WINDOW(`{spec.time_col}`, '{_micros(spec.size)}', '{_micros(slide)}', '{_micros(offset)}')")

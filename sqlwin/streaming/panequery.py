@@ -33,6 +33,7 @@ from sqlwin.streaming.shape import (
     is_star,
     key_index,
     mark_carrier,
+    reading,
     strip_clauses,
 )
 
@@ -55,32 +56,15 @@ class PaneQuery:
         alias."""
         shape = self.shape
         carrier = find_carrier(shape.query.node.copy())
-        source = carrier.args["from_"].this.copy()
         views = {st.name.lower(): self.views.batch_of(i) for i, st in enumerate(shape.streams or [shape.stream])}
-        for table in [source] if isinstance(source, exp.Table) else list(source.find_all(exp.Table)):
-            if table.name.lower() in views:
-                renamed = exp.Table(this=exp.to_identifier(views[table.name.lower()]),
-                                    alias=exp.TableAlias(this=exp.to_identifier(table.alias_or_name)))
-                if table is source:
-                    source = renamed
-                else:
-                    table.replace(renamed)
-        return source, shape.source_alias
+        return reading(carrier.args["from_"].this.copy(), views), shape.source_alias
 
     def input_sql(self, view: str) -> str:
         """The window TVF's input (a subquery over the stream, such as a join with a table) over ``view`` in
         place of the stream: the relation's rows for some of the stream's rows."""
         shape = self.shape
         node = find_carrier(shape.query.node.copy()).args["from_"].this.find(TableArg).this
-        streams = {st.name.lower() for st in shape.streams or [shape.stream]}
-        for table in [node] if isinstance(node, exp.Table) else list(node.find_all(exp.Table)):
-            if table.name.lower() in streams:
-                renamed = exp.Table(this=exp.to_identifier(view),
-                                    alias=exp.TableAlias(this=exp.to_identifier(table.alias_or_name)))
-                if table is node:
-                    node = renamed
-                else:
-                    table.replace(renamed)
+        node = reading(node, {st.name.lower(): view for st in shape.streams or [shape.stream]})
         if isinstance(node, exp.Subquery):
             node = node.this
         relation = node if isinstance(node, exp.Table) else node.subquery("__input")

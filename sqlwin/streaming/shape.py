@@ -368,6 +368,20 @@ def key_index(shape: StreamingShape, node: exp.Expr) -> int | None:
 CARRIER = "sqlwin_carrier"  # meta mark: finds the carrier again in a copy of the statement
 
 
+def reading(node: exp.Expr, views: dict[str, str]) -> exp.Expr:
+    """``node`` (a table or a query, changed in place) with each table named in ``views`` (lower-case name ->
+    view) read from its view instead, under its own alias so the query's references still resolve."""
+    for table in [node] if isinstance(node, exp.Table) else list(node.find_all(exp.Table)):
+        if table.name.lower() in views:
+            renamed = exp.Table(this=exp.to_identifier(views[table.name.lower()]),
+                                alias=exp.TableAlias(this=exp.to_identifier(table.alias_or_name)))
+            if table is node:
+                node = renamed
+            else:
+                table.replace(renamed)
+    return node
+
+
 def mark_carrier(shape: StreamingShape) -> None:
     shape.carrier.meta[CARRIER] = True
 
