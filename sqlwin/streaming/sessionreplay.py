@@ -63,7 +63,7 @@ class PlannedSessionReplay(PlannedReplay):
         except AnalysisException as err:
             if BATCH not in str(err):
                 raise
-            return False  # a subquery in the TVF names the stream's columns: no micro-batch number there
+            return False  # a subquery in the TVF combines rows: the micro-batch number cannot pass it
         return f"__k{len(self.shape.keys)}" in columns
 
     def _sessions_sql(self) -> str:
