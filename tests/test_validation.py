@@ -11,6 +11,10 @@ from sqlwin import SqlwinError
 CATALOG = {"t": {"ts": "timestamp", "k": "string", "v": "int", "s": "string"}}
 
 CASES = [
+    # a comment that swallows the SELECT list (Spark's own error quoted the generated SQL)
+    ("SELECT -- window_start, COUNT(*) AS n\nFROM TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '10' MINUTES) "
+     "GROUP BY window_start, window_end",
+     "line 2, col 1: expected a column or an expression after SELECT, got 'FROM'"),
     ("SELECT * FROM HOP(TABLE t, DESCRIPTOR(ts))",
      "line 1, col 15: HOP expects (TABLE t, DESCRIPTOR(col), slide, size [, offset]); got 2 arguments"),
     ("SELECT *\nFROM TUMBLE(TABLE t, DESCRIPTOR(nope), INTERVAL '10' MINUTES)",

@@ -401,6 +401,14 @@ class SqlwinParser(ClauseParserMixin, SparkParser):
             return CLAUSE_WORDS.get(curr.text.upper())
         return None
 
+    def _parse_projections(self) -> tuple[list[exp.Expr], list[exp.Expr] | None]:
+        """A SELECT lists at least one column (sqlglot takes ``SELECT FROM t``, Spark does not: its error would
+        quote the SQL sqlwin generates)."""
+        projections, exclude = super()._parse_projections()
+        if not projections:
+            self._fail("expected a column or an expression after SELECT")
+        return projections, exclude
+
     def _parse_query_modifiers(self, this: t.Any) -> t.Any:
         this = super()._parse_query_modifiers(this)
         while isinstance(this, exp.Select) and (key := self._clause_ahead() or self._clause_word()):
