@@ -271,7 +271,7 @@ def _stepped(spark, monkeypatch, table: str, planner: type, query: str) -> list:
     return panes
 
 
-@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=1, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=tables(), name=st.sampled_from(sorted(SESSION_QUERIES)), delay=st.integers(0, 6),
        null_key=st.booleans())
 def test_planned_sessions_equal_stepped_on_generated_tables(spark, monkeypatch, rows, name, delay, null_key):
