@@ -124,11 +124,9 @@ class PlannedSessionReplay(PlannedReplay):
         cleanup time (never before a watermark; rows in no session, NULL or non-positive gap, never late)."""
         from pyspark.sql import functions as F
 
-        ts = F.col(f"`{self.shape.window.time_col}`")
-        gap = self.sessions.gap(self.spark)
         lateness = self.shape.lateness
         threshold = F.when(F.col(WATERMARK) > F.lit(MIN_TIME + lateness), F.col(WATERMARK) - F.lit(lateness))
-        return F.coalesce(ts.isNotNull() & (gap > 0) & (F.unix_micros(ts) + gap <= threshold), F.lit(False))
+        return self.sessions.is_late(self.spark, threshold)
 
     def _session_late_rows(self, rows: Any) -> Any:
         """LATE ROWS TO: the late rows, each with its own span as the window, in the micro-batch that dropped it

@@ -60,11 +60,16 @@ class SessionAssigner(WindowAssigner):
         if watermark - op.shape.lateness <= MIN_TIME:
             return None
         ts = F.col(f"`{op.shape.window.time_col}`")
+        return self.is_late(spark, F.lit(watermark - op.shape.lateness)), F.unix_micros(ts) + self.gap(spark), ts
+
+    def is_late(self, spark: Any, threshold: Any) -> Any:
+        """The rule as a column: the row's own span ends at or before ``threshold`` (the watermark minus the
+        lateness; NULL: no watermark yet); rows in no session (NULL time, NULL or non-positive gap) never late."""
+        from pyspark.sql import functions as F
+
+        ts = F.col(f"`{self.op.shape.window.time_col}`")
         gap = self.gap(spark)
-        end = F.unix_micros(ts) + gap
-        is_late = F.coalesce(ts.isNotNull() & (gap > 0) & (end <= F.lit(watermark - op.shape.lateness)),
-                             F.lit(False))
-        return is_late, end, ts
+        return F.coalesce(ts.isNotNull() & (gap > 0) & (F.unix_micros(ts) + gap <= threshold), F.lit(False))
 
     def _arrived(self, spark: Any) -> Any:
         """The micro-batch as it arrived, under a view of its own: Spark Connect resolves a DataFrame's view
