@@ -149,10 +149,13 @@ class PaneQuery:
                   "window_time": exp.Sub(this=exp.column("__we", "p"), expression=exp.Literal.number(1000))}
             for name, value in us.items():
                 items.append(f"{self.compiler.from_us(value, spec).sql(D)} AS `{name}`")
-        for i in range(len(shape.keys)):
-            items.append(f"COALESCE(r.`__k{i}`, p.__kk.`__k{i}`) AS `__k{i}`")
-        items += ["r.__present AS __present", "p.pane_index AS pane_index", "p.pane_timing AS pane_timing",
-                  "p.is_final AS is_final", *[f"p.`{c}` AS `{c}`" for c in extra]]
+        rest = ["r.__present AS __present", "p.pane_index AS pane_index", "p.pane_timing AS pane_timing",
+                "p.is_final AS is_final", *[f"p.`{c}` AS `{c}`" for c in extra]]
+        keys = [f"COALESCE(r.`__k{i}`, p.__kk.`__k{i}`) AS `__k{i}`" for i in range(len(shape.keys))]
+        # a pane that finds rows takes its key from them (a stored row's key columns are the key its JSON
+        # names, NULLs included), so an inner join parses the fired panes' keys only for the empty ones
+        found = [*items, *[f"r.`__k{i}` AS `__k{i}`" for i in range(len(shape.keys))], *rest]
+        items += [*keys, *rest]
         fired = f"(SELECT *, FROM_JSON(__key, '{key_ddl}') AS __kk FROM {v.fired})" if shape.keys else v.fired
         if shape.window is not None and shape.window.kind is WindowKind.SESSION and self.decomposition is not None:
             bounds = "r.__ws >= p.__ws AND r.__we <= p.__we"  # a micro-batch session lies whole in one session
@@ -167,7 +170,7 @@ class PaneQuery:
         if not inner:
             return f"SELECT {', '.join(items)} FROM {fired} AS p LEFT JOIN {v.rows} AS r {on}"
         some = "__lo <= __hi" if ranges else "SIZE(tokens) > 0"
-        return (f"SELECT {', '.join(items)} FROM (SELECT * FROM {fired} AS f WHERE {some}) AS p JOIN {v.rows} AS r "
+        return (f"SELECT {', '.join(found)} FROM (SELECT * FROM {v.fired} AS f WHERE {some}) AS p JOIN {v.rows} AS r "
                 f"{on} UNION ALL SELECT {', '.join(items)} FROM (SELECT * FROM {fired} AS f WHERE NOT ({some})) AS p "
                 f"LEFT JOIN (SELECT * FROM {v.rows} WHERE FALSE) AS r {on}")
 
