@@ -145,7 +145,7 @@ class PlannedCountReplay(PlannedReplay):
             group = ", ".join(["__ws", "__we", "__status", *[f"__k{i}" for i in range(nkeys)], "__wk", STEP])
             sql = (f"SELECT {key} AS __key, * FROM (SELECT {group}, COUNT(*) AS __n, {', '.join(measures)} "
                    f"FROM {view} GROUP BY {group})")
-        return self.spark.sql(sql).localCheckpoint()
+        return self.spark.sql(sql).localCheckpoint(eager=False)  # kept by its first reader, ``_per_window``
 
     def _per_window(self, groups: Any) -> tuple[Any, set[int]]:
         """Per window (through Arrow): its kept rows, first and last time, last number, the step that numbers

@@ -135,8 +135,9 @@ class PlannedReplay(MicroBatchOperator):
             grouped = self.spark.sql(decomposition.partial_sql(
                 self.views.annotated, self.shape.source_alias, len(self.shape.keys), extra=(label,),
                 key_after=self.query.key_json_sql)).drop("__status")
+            # kept by the job that collects the ranks, which computes all of it (no job of its own)
             scanned = grouped.unionByName(cut.summary().withColumn("__summary", F.lit(True)),
-                                          allowMissingColumns=True).localCheckpoint()
+                                          allowMissingColumns=True).localCheckpoint(eager=False)
             ranks, plan = cut.ranks(scanned.where(F.col("__summary").isNotNull()))
             by_label = scanned.where(F.col("__summary").isNull())
         else:

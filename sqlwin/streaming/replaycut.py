@@ -90,13 +90,13 @@ class Cut:
     def ranks(self, summary: Any) -> tuple[Any, list]:
         """From the per-label statistics: (label -> ``BATCH``, kept; the plan: per micro-batch in order its
         ``BATCH``, ``n``, ``max_ts`` and clock). Ties between the first rows of two groups: the group's own
-        value decides, not chance."""
+        value decides, not chance. The ranks are kept by the job that collects the plan."""
         if self.label == BATCH:
-            ranks = summary.select(BATCH, "n", "max_ts", "clock").localCheckpoint()
+            ranks = summary.select(BATCH, "n", "max_ts", "clock").localCheckpoint(eager=False)
         else:
             ranks = summary.selectExpr(f"{self.GROUP}", "n", "max_ts", "clock",
                                        f"ROW_NUMBER() OVER (ORDER BY __first, {self.GROUP}) - 1 AS {BATCH}") \
-                .localCheckpoint()
+                .localCheckpoint(eager=False)
         return ranks, in_batch_order(ranks)
 
     def numbered_by(self, df: Any, ranks: Any, label: str | None = None) -> Any:

@@ -88,7 +88,7 @@ class PlannedSessionReplay(PlannedReplay):
         nkeys = len(self.shape.keys)
         sessions = self.spark.sql(self.sessions_sql).withColumn("__key", F.expr(self.query.key_json_sql)) \
             .withColumn(BATCH, F.col(f"__k{nkeys}").cast("bigint")).drop(f"__k{nkeys}") \
-            .localCheckpoint()  # read twice, and small: the spans for the steps, the state for the panes
+            .localCheckpoint(eager=False)  # read twice, small: the spans (whose job keeps it), the panes' state
         spans = sessions.select("__key", "__ws", "__we", F.col("__n").cast("bigint").alias("__n"), BATCH) \
             .toArrow().to_pandas()
         spans["__key"] = spans["__key"].astype(object)
