@@ -27,16 +27,21 @@ class StoredRows(Durable):
     def state_rows(self) -> int:
         return sum(self.by_batch.values())
 
-    def write(self, rows: Any, batch: int, count: int) -> None:
-        """Keep the rows (a DataFrame) micro-batch ``batch`` added to open windows, for the panes that read them."""
+    def write(self, rows: Any, batch: int, count: int | None) -> None:
+        """Keep the rows (a DataFrame) micro-batch ``batch`` added to open windows, for the panes that read them;
+        ``count`` of them (None: counted by the writing job itself)."""
+        from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
         rows = rows.withColumn("__mb", F.lit(batch).cast("bigint")).withColumn("__present", F.lit(True))
         rows = self.evictor.annotate(rows)
+        observation = Observation() if count is None else None
+        if observation is not None:
+            rows = rows.observe(observation, F.count(F.lit(1)).alias("rows"))
         count_column = ["__n"] if "__n" in rows.columns else []  # partial rows' counts: what the keyed engine reads
         rows.select(*self.op.rows_schema.fieldNames(), *count_column).write.mode("overwrite") \
             .parquet(self.op.store.rows_path(batch))
-        self.by_batch[batch] = count
+        self.by_batch[batch] = count if observation is None else int(observation.get["rows"])
 
     def write_arrow(self, table: Any, batch: int, count: int) -> None:
         """``write`` for partial rows the driver already holds as Arrow (a fused scan's result): written by

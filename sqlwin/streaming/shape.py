@@ -19,6 +19,8 @@ replaced by a relation holding, per fired pane, its rows (or one empty row for a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import reduce
+from typing import Any
 
 from sqlglot import exp
 
@@ -49,6 +51,37 @@ class LatenessClauses:
         return self.query.lateness.late_rows_to
 
 
+@dataclass(frozen=True)
+class TopRows:
+    """The rows a statement that keeps each window's top rows (``RANK() OVER (PARTITION BY window_start,
+    window_end[, keys] ORDER BY column) = 1`` over the rows whose column and keys are not NULL: the window Top-N
+    of ``windowrank``) can ever output, among one micro-batch's: a row at the top of its window is at the top of
+    its own micro-batch's rows of that window (no row anywhere is ahead of it), so a pane, which ranks the rows of
+    some micro-batches, ranks the same rows first among those tops as among all. The operator stores only them
+    (Flink's window Top-N keeps only its top rows per window, too)."""
+
+    partition: tuple[str, ...]  # the window's bounds and keys: columns of the window TVF
+    column: str  # the TVF column the rows are ranked by
+    order: str  # "DESC" (the MAX) or "ASC" (the MIN)
+
+    def of(self, rows: Any) -> Any:
+        """The top rows of each window (and keys) among ``rows``, a micro-batch's accepted (row, window) pairs:
+        those equal to their partition's MAX (MIN), the ``RANK() = 1`` ones, by an aggregate joined back (which
+        adaptive execution broadcasts where it is small, as it is per window) rather than a sort of every row."""
+        from pyspark.sql import functions as F
+
+        value = F.col(f"`{self.column}`")
+        kept = rows.where(reduce(lambda a, b: a & b, [value.isNotNull(), *[F.col(f"`{c}`").isNotNull()
+                                                                          for c in self.partition[2:]]]))
+        names = [f"__sqlwin_top_by{i}" for i in range(len(self.partition))]
+        top = (F.max if self.order == "DESC" else F.min)(value).alias("__sqlwin_top")
+        tops = kept.groupBy(*[F.col(f"`{c}`").alias(n) for c, n in zip(self.partition, names, strict=True)]) \
+            .agg(top)
+        on = reduce(lambda a, b: a & b, [F.col(f"`{c}`") == F.col(n) for c, n in zip(self.partition, names,
+                                                                                     strict=True)])
+        return kept.join(tops, on & (value == F.col("__sqlwin_top"))).drop(*names, "__sqlwin_top")
+
+
 @dataclass
 class StreamingShape(LatenessClauses):
     """A streaming query, analysed: everything the operator, the native path and replay need."""
@@ -64,6 +97,7 @@ class StreamingShape(LatenessClauses):
     processing_time: bool = False  # windows over a PROCTIME() column: the watermark is the processing clock
     text: str = ""  # the statement as the user wrote it: where a failure while running is reported
     rewritten: str = ""  # how sqlwin runs a statement it rewrote (``windowrank``), for ``why``
+    top_rows: TopRows | None = None  # the only rows a pane can output, where the statement keeps a window's top
 
     @property
     def time_column(self) -> str:

@@ -265,8 +265,9 @@ class _Builder:
         ranked = as_window_rank(self.query, self.specs, self.carriers, tops, select, relations) \
             if len(tops) == 2 and ranged is None else None
         if ranked is not None:  # the rows of a window at its own MAX / MIN: one window operator, not a join
-            shape = analyse(ranked, self.streams, self.text)
+            shape = analyse(ranked[0], self.streams, self.text)
             shape.rewritten = "a window join with the window's own MAX/MIN, run as a window Top-N (RANK() = 1)"
+            shape.top_rows = ranked[1]
             return shape
         sides = []
         for n, (i, body) in enumerate(zip(tops, bodies, strict=True)):

@@ -78,8 +78,12 @@ class TimeWindowAssigner(WindowAssigner):
             accepted = {(r["__key"], r["__ws"], r["__we"]): r["count"] for r in counts if r["__status"] is None}
             dropped = sum(r["count"] for r in counts if r["__status"] is not None)
             if accepted:
-                op.rows.write(annotated.where(F.col("__status").isNull()).drop("__status"), batch,
-                              sum(accepted.values()))
+                rows = annotated.where(F.col("__status").isNull()).drop("__status")
+                top = op.shape.top_rows
+                if top is None:
+                    op.rows.write(rows, batch, sum(accepted.values()))
+                else:  # only the rows a pane can output; the triggers counted them all
+                    op.rows.write(top.of(rows), batch, None)
             late_rows = annotated.where(F.col("__status").isNotNull()).select(*self._late_columns())
             op.write_late([late_rows] if dropped else [], batch, watermark, dropped)
         finally:

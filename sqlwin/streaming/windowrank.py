@@ -32,7 +32,7 @@ from sqlglot import exp
 
 from sqlwin.plan.statements import WindowedQuery
 from sqlwin.plan.windows import WindowSpec
-from sqlwin.streaming.shape import top_select, within
+from sqlwin.streaming.shape import TopRows, top_select, within
 
 RANK = "__sqlwin_rank"
 _AGGREGATES = {exp.Max: "DESC", exp.Min: "ASC"}
@@ -46,9 +46,10 @@ class _Side:
 
 
 def as_window_rank(query: WindowedQuery, specs: list[WindowSpec], carriers: list[exp.Select],
-                   tops: list[int], select: exp.Select, relations: list[exp.Expr]) -> WindowedQuery | None:
+                   tops: list[int], select: exp.Select,
+                   relations: list[exp.Expr]) -> tuple[WindowedQuery, TopRows] | None:
     """The window Top-N equal to the window join ``select`` of ``relations`` (each reading one of the window TVFs
-    ``specs[tops[n]]``, by carrier), or None where the join is not of that form."""
+    ``specs[tops[n]]``, by carrier), with the rows it can output, or None where the join is not of that form."""
     node = query.node
     top = top_select(node)
     if top is not select or query.emit.explicit or query.lateness.allowed or query.lateness.late_rows_to or \
@@ -177,7 +178,7 @@ def _column_of(side: _Side, name: str) -> str | None:
 
 
 def _rewrite(query: WindowedQuery, spec: WindowSpec, rows: _Side, agg_alias: str, mapping: dict[str, str],
-             column: str, order: str, keys: dict[str, str]) -> WindowedQuery | None:
+             column: str, order: str, keys: dict[str, str]) -> tuple[WindowedQuery, TopRows] | None:
     """The statement with the join replaced by the rows side, ranked within its windows and kept at rank 1;
     None where the statement names a column of the join it cannot say which side's it is."""
     node = query.node
@@ -223,7 +224,8 @@ def _rewrite(query: WindowedQuery, spec: WindowSpec, rows: _Side, agg_alias: str
     copy_top.set("where", exp.Where(this=exp.and_(keep, kept.this) if kept is not None else keep))
     return WindowedQuery(node=copy, windows=[dataclasses.replace(spec, node=tvf)], emit=query.emit,
                          lateness=query.lateness, evict=query.evict, aggregated=False,
-                         global_window=query.global_window, streams=query.streams)
+                         global_window=query.global_window, streams=query.streams), \
+        TopRows(tuple(partition), column, order)
 
 
 def _side_of(col: exp.Column, rows: _Side, agg_alias: str, mapping: dict[str, str]) -> str | None:
