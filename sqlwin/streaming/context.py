@@ -65,6 +65,7 @@ class QueryShape(Protocol):
     aggregated: bool
     streams: list  # every stream the query reads (``stream`` is the first), or none: just ``stream``
     processing_time: bool
+    top_rows: Any  # ``shape.TopRows``: the only rows a pane can output, where the statement keeps a window's top
 
     @property
     def time_column(self) -> str: ...
