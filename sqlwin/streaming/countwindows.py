@@ -37,7 +37,7 @@ from sqlwin.dialect import nodes as n
 from sqlwin.errors import SqlwinError
 from sqlwin.plan.windows import COUNT_WINDOW_COLUMNS, CountForm
 from sqlwin.streaming import storage
-from sqlwin.streaming.assigner import WindowAssigner
+from sqlwin.streaming.assigner import WindowAssigner, rows_of
 from sqlwin.streaming.committer import Commit
 from sqlwin.streaming.context import OperatorContext, PaneEngine, QueryShape
 from sqlwin.streaming.countsql import MS, CountWindowSql
@@ -428,13 +428,6 @@ class CountWindowPanes(WindowStates):
         if window in self.assigner.completing:
             return self.assigner.completing[window]
         return self.assigner.units[window[0]][1]
-
-
-def rows_of(df: Any) -> list[tuple]:
-    """A small result's rows as tuples, through Arrow: Spark's ``Row`` per row (pickled, then read by name) cost
-    seconds per micro-batch at the 100,000 count windows a micro-batch of Nexmark's bids touches."""
-    table = df.toArrow()
-    return list(zip(*(column.to_pylist() for column in table.columns), strict=True))
 
 
 def check_count_query(shape: QueryShape) -> None:

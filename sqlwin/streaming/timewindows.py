@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlwin.core.panes import DROP_CLOSED, DROP_LATE, MIN_TIME, PaneDriver, WindowKey
 from sqlwin.streaming import storage
-from sqlwin.streaming.assigner import Scanner, WindowAssigner
+from sqlwin.streaming.assigner import Scanner, WindowAssigner, records_of
 from sqlwin.streaming.context import PaneEngine
 from sqlwin.streaming.engines import ColumnarEngine, WindowStates
 from sqlwin.streaming.fusedscan import FusedScan
@@ -72,8 +72,8 @@ class TimeWindowAssigner(WindowAssigner):
             counts = annotated.groupBy("__key", "__ws", "__we", "__status").count()
             if summary is not None:
                 counts = counts.unionByName(summary, allowMissingColumns=True)
-            rows = counts.collect()
-            statistics = next((r.asDict() for r in rows if summary is not None and r["__summary"]), {})
+            rows = records_of(counts)
+            statistics = next((r for r in rows if summary is not None and r["__summary"]), {})
             counts = [r for r in rows if summary is None or not r["__summary"]]
             accepted = {(r["__key"], r["__ws"], r["__we"]): r["count"] for r in counts if r["__status"] is None}
             dropped = sum(r["count"] for r in counts if r["__status"] is not None)
