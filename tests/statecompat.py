@@ -95,6 +95,23 @@ def drive(spark: Any, op: Any, name: str, batches: range, end: bool) -> None:
         op.step(spark, None, (batches.stop + 1) * SECOND, end_of_input=True)
 
 
+def as_v1(state: dict) -> dict:
+    """``state/<n>.json`` with its per-window states as v1 wrote them: dicts (``WindowState.to_dict``) where this
+    version writes positional rows (``to_row``), and without what the format gained since (a window's
+    ``end_timer_fired``, written only when set; an old commit has none, which reads as not set). The same state,
+    so a commit of this version must equal v1's once so read."""
+    from sqlwin.core.panes import WindowState
+
+    windows = state.get("windows")
+    if not windows:
+        return state
+    plain = []
+    for k, s, e, st in windows:
+        st = st if isinstance(st, dict) else WindowState.from_row(st).to_dict()
+        plain.append([k, s, e, {f: v for f, v in st.items() if f != "end_timer_fired"}])
+    return {**state, "windows": plain}
+
+
 def committed(op: Any) -> dict:
     """The newest commit: its number, ``state/<n>.json`` and the columnar windows table saved with it."""
     last = op.store.last_committed()

@@ -18,7 +18,7 @@ import pytest
 from sqlwin.session import DEFAULT_CONF
 from sqlwin.streaming.keyedstate import KeyedPanes
 from sqlwin.streaming.operator import STATE_CONF
-from tests.statecompat import CASES, CUT, committed, drive, operator, outputs, prepare
+from tests.statecompat import CASES, CUT, as_v1, committed, drive, operator, outputs, prepare
 
 pytestmark = pytest.mark.slow
 
@@ -42,13 +42,8 @@ def put_commit(op, old: dict) -> None:
 
 
 def since_v1(commit: dict) -> dict:
-    """A commit without what the format gained since v1: a window's ``end_timer_fired`` (written only when set;
-    an old commit has none, which reads as not set)."""
-    windows = commit["state"].get("windows")
-    if not windows:
-        return commit
-    plain = [[k, s, e, {f: v for f, v in st.items() if f != "end_timer_fired"}] for k, s, e, st in windows]
-    return {**commit, "state": {**commit["state"], "windows": plain}}
+    """A commit as v1 wrote the same state (``tests/statecompat.py``, ``as_v1``)."""
+    return {**commit, "state": as_v1(commit["state"])}
 
 
 @pytest.fixture()

@@ -172,6 +172,21 @@ class WindowState:
         fields["emitted"], fields["pending"] = list(data["emitted"]), list(data["pending"])
         return cls(**fields)
 
+    def to_row(self) -> list:
+        """``to_dict``'s content by position, the flags as bits and an untouched trigger as null: a snapshot of
+        60,000 open count windows took 0.35 s as dicts (0.55 s with their JSON, 17 MB) per micro-batch."""
+        trigger = self.trigger.to_dict() if self.trigger.nodes or self.trigger.finished else None
+        flags = (self.non_early_emitted | self.had_on_time_rows << 1 | self.closed << 2 | self.expired << 3
+                 | self.end_timer_fired << 4)
+        return [self.start, self.end, trigger, list(self.emitted), list(self.pending), self.next_index, flags]
+
+    @classmethod
+    def from_row(cls, row: list) -> WindowState:
+        start, end, trigger, emitted, pending, next_index, flags = row
+        return cls(start, end, TriggerState.from_dict(trigger) if trigger else TriggerState(), list(emitted),
+                   list(pending), next_index, bool(flags & 1), bool(flags & 2), bool(flags & 4), bool(flags & 8),
+                   bool(flags & 16))
+
 
 class Evictor:
     """Flink's evictors over a window's contents at each firing (``EvictingWindowOperator``): CountEvictor

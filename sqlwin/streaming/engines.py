@@ -89,10 +89,12 @@ class WindowStates(Durable):
                 [t.event_time for t in timers if t.event_time is not None and t.event_time < MAX_TIME])
 
     def snapshot(self, commit: Commit) -> dict:
-        return {"columnar": False, "windows": [[k, s, e, st.to_dict()] for (k, s, e), st in self.windows.items()]}
+        return {"columnar": False, "windows": [[k, s, e, st.to_row()] for (k, s, e), st in self.windows.items()]}
 
     def restore(self, commit: Commit) -> None:
-        self.windows = {(k, s, e): WindowState.from_dict(st) for k, s, e, st in commit.data["windows"]}
+        """From ``snapshot``'s rows, or from the dicts of commits written before them (``WindowState.to_dict``)."""
+        self.windows = {(k, s, e): WindowState.from_dict(st) if isinstance(st, dict) else WindowState.from_row(st)
+                        for k, s, e, st in commit.data["windows"]}
 
 
 class ColumnarEngine(Durable):
