@@ -137,22 +137,31 @@ class CountWindowAssigner(WindowAssigner):
         return accepted
 
     def _arrive(self, spark: Any, batch: int, watermark: int, late_parts: list, cached: list) -> int:
+        """The micro-batch's rows wait (``waiting/<n>``) or are dropped late; the writing job itself counts both
+        and measures the waiting rows' times (an observation: no job of its own)."""
+        from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
-        rows = spark.sql(self.arrivals_sql).persist()
+        rows = spark.sql(self.arrivals_sql).persist()  # the late rows are read from it after the write
         cached.append(rows)
         late = F.col("__ts") <= F.lit(watermark)
-        stats = rows.agg(F.count(F.when(late, 1)).alias("late"), F.count(F.when(~late, 1)).alias("kept"),
-                         F.min(F.when(~late, F.col("__ts"))).alias("lo"),
-                         F.max(F.when(~late, F.col("__ts"))).alias("hi")).collect()[0]
+        observation = Observation()
+        measured = rows.observe(observation, F.count(F.when(late, 1)).alias("late"),
+                                F.count(F.when(~late, 1)).alias("kept"),
+                                F.min(F.when(~late, F.col("__ts"))).alias("lo"),
+                                F.max(F.when(~late, F.col("__ts"))).alias("hi"))
+        columns = [F.col(f"`{c}`") for c in self.op.relation_columns] + [F.col("__ts"), F.col("__part")]
+        path = self._path("waiting", batch)
+        measured.where(~late).select(*columns).write.mode("overwrite").parquet(path)
+        stats = observation.get
         if stats["late"]:
             late_parts.append(self.late_rows(rows.where(late), None, None, DROP_LATE))
         if stats["kept"]:
-            columns = [F.col(f"`{c}`") for c in self.op.relation_columns] + [F.col("__ts"), F.col("__part")]
-            rows.where(~late).select(*columns).write.mode("overwrite").parquet(self._path("waiting", batch))
             self.waiting[str(batch)] = [int(stats["kept"]), int(stats["hi"])]
             self.next_ts = stats["lo"] if self.next_ts is None else min(self.next_ts, stats["lo"])
             self.changed = True
+        else:  # every row late: nothing waits
+            storage.delete(path)
         return int(stats["late"])
 
     def late_rows(self, rows: Any, start: str | None, end: str | None, reason: str) -> Any:
@@ -277,7 +286,7 @@ class CountWindowAssigner(WindowAssigner):
         self._store(keyed.where(F.col("__keep")), batch, sum(accepted.values()))
         # a later window ends after a row numbered later, so it starts after numbered_to + 1 ms - d
         self._keep_history(held.where(F.col("__ts") > F.lit(self.numbered_to + MS - self.op.shape.window.size)),
-                           batch, cached)
+                           batch)
         return accepted, 0
 
     def _hop_time_rows(self, spark: Any, numbered: Any, held: Any, previous: dict, batch: int,
@@ -326,7 +335,7 @@ class CountWindowAssigner(WindowAssigner):
             size = self.op.shape.window.size.n
             bases = self._bases(spark, self.bases, "count_bases_after", batch)
             recent = held.join(F.broadcast(bases), "__part").where(F.col("__rn") >= F.col("__base") - size)
-            self._keep_history(recent.drop("__base"), batch, cached)
+            self._keep_history(recent.drop("__base"), batch)
         return accepted, 0
 
     def _complete_units(self, units: list[tuple[str, int, int, int]]) -> dict:
@@ -340,15 +349,20 @@ class CountWindowAssigner(WindowAssigner):
                 self.completing[window] = end
         return accepted
 
-    def _keep_history(self, rows: Any, batch: int, cached: list) -> None:
-        rows = rows.persist()
-        cached.append(rows)
-        count = rows.count()
+    def _keep_history(self, rows: Any, batch: int) -> None:
+        """``history/<n>``: the rows later windows may hold, counted by the writing job (none: no folder)."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        observation = Observation()
+        path = self._path("history", batch)
+        rows.observe(observation, F.count(F.lit(1)).alias("rows")).write.mode("overwrite").parquet(path)
+        count = int(observation.get["rows"])
         if count:
-            rows.write.mode("overwrite").parquet(self._path("history", batch))
             self.history = [batch, count]
         else:
             self.history = None
+            storage.delete(path)
 
     # -- shared -------------------------------------------------------------------------------
     def _keyed(self, spark: Any, windowed: Any, cached: list) -> Any:
