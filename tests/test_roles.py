@@ -25,7 +25,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sqlwin.core.columnar import ColumnarPanes
-from sqlwin.core.panes import MAX_TIME, MIN_TIME, PaneDriver
+from sqlwin.core.panes import MAX_TIME, MIN_TIME, PaneDriver, WindowState
+from sqlwin.core.triggers import TriggerState
 from sqlwin.plan import triggers as plan
 from sqlwin.streaming.committer import Commit, Durable, StateCommitter
 from sqlwin.streaming.engines import ColumnarEngine, WindowStates
@@ -211,6 +212,29 @@ def test_state_in_the_shape_earlier_versions_committed_commits_again_unchanged(t
     assert as_v1(json.loads(json.dumps(committer.snapshot(again, old["batch"], own)))) == old["state"]
     if old["windows_table"] is not None:
         assert again.load_table(old["batch"], "windows").to_pylist() == old["windows_table"]
+
+
+def test_a_window_state_commits_as_a_row_and_comes_back_whole() -> None:
+    """``WindowStates`` commits each window as ``WindowState.to_row`` (positional, flags as bits, an untouched
+    trigger as null): every combination of the flags, with and without trigger state, through JSON, comes back
+    equal, and a commit of rows restores as one of dicts does."""
+    states = []
+    for flags in range(32):
+        trigger = TriggerState({"0": {"count": 3}, "0.1": {"fired": 1}}, {"0.1"}) if flags % 3 else TriggerState()
+        states.append(WindowState(flags, MAX_TIME, trigger, [1, 2] if flags & 4 else [], [3], flags % 5,
+                                  *[bool(flags >> i & 1) for i in range(5)]))
+    for state in states:
+        assert WindowState.from_row(json.loads(json.dumps(state.to_row()))) == state
+    assert states[0].to_row() == [0, MAX_TIME, None, [], [3], 0, 0]  # nothing set: no trigger, no flag
+    engine = WindowStates(PaneDriver(plan.EmitSpec(), 5))
+    engine.windows = {("k", s.start, s.end): s for s in states}
+    committed = json.loads(json.dumps(engine.snapshot(Commit(Tables(), 0, {}))))
+    as_dicts = {**committed, "windows": [[k, s, e, WindowState.from_row(st).to_dict()]
+                                         for k, s, e, st in committed["windows"]]}
+    for data in (committed, as_dicts):
+        again = WindowStates(engine.driver)
+        again.restore(Commit(Tables(), 0, data))
+        assert again.windows == engine.windows
 
 
 def test_evictors_have_one_interface() -> None:
