@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 from sqlwin.core.panes import FIRED_COLUMNS, MAX_TIME, MIN_TIME, FiredPaneList
-from sqlwin.streaming import storage
 from sqlwin.streaming.context import OperatorContext
 from sqlwin.streaming.engines import Fired
 from sqlwin.streaming.keyedstate import KeyedFired
@@ -66,15 +65,11 @@ class Outputs:
         spark.sql(self.op.relation_sql).createOrReplaceTempView(views.relation)
 
     def _fired_frame(self, spark: Any, fired: Fired, batch: int) -> Any:
-        """The fired panes as Spark reads them, each with the micro-batches (``tokens``) whose rows it reads.
-        They go to Spark as a parquet file: as a local DataFrame, tens of thousands of panes cost seconds per
-        query (the optimizer evaluates expressions over a LocalRelation row by row on the driver, every time a
-        query over it is planned)."""
+        """The fired panes as Spark reads them, each with the micro-batches (``tokens``) whose rows it reads: a
+        parquet file of the micro-batch (``StateStore.scratch_frame``), not a local DataFrame."""
         if isinstance(fired, KeyedFired):  # written by Spark where the keyed engine stepped the windows
             return fired.frame(spark, batch)
-        path = self.op.store.scratch_file("fired", batch)
-        storage.write_parquet(path, fired_table(fired, batch))
-        return spark.read.schema(FIRED_SCHEMA).parquet(path)
+        return self.op.store.scratch_frame(spark, "fired", batch, fired_table(fired, batch), FIRED_SCHEMA)
 
     # -- the dropped rows -----------------------------------------------------------------------
     def late(self, parts: list, batch: int, watermark: int) -> None:

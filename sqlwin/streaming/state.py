@@ -103,6 +103,14 @@ class StateStore:
                 storage.delete(storage.join(folder, other))
         return storage.join(folder, name)
 
+    def scratch_frame(self, spark: Any, kind: str, batch: int, table: Any, schema: str) -> Any:
+        """The Arrow ``table`` the driver holds as Spark reads it, through ``scratch_file``: as a local DataFrame,
+        tens of thousands of rows cost seconds per micro-batch (made row by row on the driver, and the optimizer
+        evaluates expressions over a LocalRelation row by row every time a query over it is planned)."""
+        path = self.scratch_file(kind, batch)
+        storage.write_parquet(path, table)
+        return spark.read.schema(schema).parquet(path)
+
     def rows_path(self, batch: int) -> str:
         return storage.join(self.root, "rows", str(batch))
 

@@ -116,10 +116,10 @@ class TimeWindowAssigner(WindowAssigner):
             is_closed = F.coalesce(F.col("__closed"), F.lit(False))
         elif closed:
             keys, starts, ends = zip(*closed, strict=True)
-            path = op.store.scratch_file("closed", batch)
-            storage.write_parquet(path, pa.table([pa.array(keys, pa.string()), pa.array(starts, pa.int64()),
-                                                  pa.array(ends, pa.int64())], names=["__key", "__ws", "__we"]))
-            tombstones = spark.read.schema("__key string, __ws bigint, __we bigint").parquet(path) \
+            table = pa.table([pa.array(keys, pa.string()), pa.array(starts, pa.int64()), pa.array(ends, pa.int64())],
+                             names=["__key", "__ws", "__we"])
+            schema = "__key string, __ws bigint, __we bigint"
+            tombstones = op.store.scratch_frame(spark, "closed", batch, table, schema) \
                 .withColumn("__closed", F.lit(True))
             assigned = assigned.join(F.broadcast(tombstones), ["__key", "__ws", "__we"], "left")
             is_closed = F.coalesce(F.col("__closed"), F.lit(False))
