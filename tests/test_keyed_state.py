@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 import sqlwin
 from sqlwin.core.columnar import STATE, ColumnarPanes, ComparisonTrigger
-from sqlwin.streaming import catalog
+from sqlwin.streaming import catalog, timewindows
+from sqlwin.streaming.engines import ColumnarEngine
 from sqlwin.streaming.keyedstate import PANE, TALLY, WINDOW, out_schema, step_windows
 from tests.streamtools import Feeder, ts
 
@@ -107,13 +108,14 @@ def _sorted(rows: list) -> list[tuple]:
     return sorted((tuple(r) for r in rows), key=lambda r: [(v is not None, v) for v in r])
 
 
-def _run(spark, tmp_path, monkeypatch, state: str, restart_after: int | None = None, moves: list | None = None):
+def _run(spark, tmp_path, monkeypatch, state: str, restart_after: int | None = None, moves: list | None = None,
+         tag: str = ""):
     """The query over BATCHES with its windows' state in ``state``; optionally stopped and started again, and
     the engine's class after each micro-batch recorded in ``moves``."""
-    monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(tmp_path / f"root_{state}"))
+    monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(tmp_path / f"root_{state}{tag}"))
     spark.conf.set("sqlwin.streaming.state", state)
-    folder = tmp_path / f"in_{state}"
-    stream, name = f"keyed_in_{state}", f"keyed_out_{state}"
+    folder = tmp_path / f"in_{state}{tag}"
+    stream, name = f"keyed_in_{state}{tag}", f"keyed_out_{state}{tag}"
     sqlwin.sql(spark, f"CREATE STREAM {stream} (k STRING, v INT, ts TIMESTAMP, "
                       f"WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS) USING json OPTIONS (path '{folder}')")
     feeder = Feeder(folder)
@@ -151,6 +153,22 @@ def test_a_streaming_table_keeps_its_windows_in_spark(spark, tmp_path, monkeypat
         assert late == expected_late
         assert counts == expected_counts
         assert late == [("a", 10, "late"), ("b", 13, "late"), ("c", 11, "window closed")]
+        # every count of a window the driver holds: a scan's collected groups, the driver engine's counts
+        collected: list[int] = []
+
+        class Recorded(timewindows.FusedScan):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                collected.append(self.groups.num_rows)
+
+        accepted = ColumnarEngine.accepted
+
+        def recorded(*columns):
+            collected.extend(len(c) for c in columns[:1])
+            return accepted(*columns)
+
+        monkeypatch.setattr(timewindows, "FusedScan", Recorded)
+        monkeypatch.setattr(ColumnarEngine, "accepted", staticmethod(recorded))
         # auto: in the driver up to 4 open windows, in Spark beyond, back at 2; stopped and resumed in Spark
         spark.conf.set("sqlwin.streaming.state.driverWindows", "4")
         moves: list[str] = []
@@ -158,6 +176,16 @@ def test_a_streaming_table_keeps_its_windows_in_spark(spark, tmp_path, monkeypat
             (expected, expected_late, expected_counts)
         assert moves == ["ColumnarEngine", "KeyedPanes", "KeyedPanes", "KeyedPanes", "ColumnarEngine",
                          "ColumnarEngine"]
+        assert collected[0] == 4, collected  # the first micro-batch's 4 windows: in the driver
+        # the first micro-batch brings rows to 4 windows, more than the driver keeps (3): its counts never
+        # reach the driver, and its windows start in Spark
+        spark.conf.set("sqlwin.streaming.state.driverWindows", "3")
+        collected.clear()
+        moves = []
+        assert _run(spark, tmp_path, monkeypatch, "auto", moves=moves, tag="_small") == \
+            (expected, expected_late, expected_counts)
+        assert moves[0] == "KeyedPanes" and "ColumnarEngine" in moves, moves  # and back once at most 1 is open
+        assert max(collected, default=0) <= 3, collected
     finally:
         spark.conf.unset("sqlwin.streaming.state")
         spark.conf.unset("sqlwin.streaming.state.driverWindows")

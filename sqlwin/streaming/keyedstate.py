@@ -330,6 +330,7 @@ class Placement:
         self.root = root
         self.mode = mode if mode in self.MODES else "auto"
         self.limit = limit
+        self.last_windows: int | None = None  # the windows the last data micro-batch brought rows to
 
     @classmethod
     def of(cls, spark: Any, root: str) -> Placement:
@@ -344,6 +345,20 @@ class Placement:
             panes = engine.panes
             return KeyedPanes(self.spark, self.root, panes.trigger, panes.lateness, panes.accumulating)
         return engine
+
+    def unsure(self, engine: Any) -> bool:
+        """Whether a data micro-batch might take the driver engine's windows past ``limit``: the first one (its
+        size not yet seen), or one twice the last one's would. Its scan then writes the counts where Spark reads
+        them and the driver reads them back only if they stay below ``limit``, so that a first micro-batch of a
+        million new windows never passes through the driver's memory (``TimeWindowAssigner.scan``)."""
+        from sqlwin.streaming.engines import ColumnarEngine
+
+        return self.mode == "auto" and isinstance(engine, ColumnarEngine) and (
+            self.last_windows is None or len(engine) + 2 * self.last_windows > self.limit)
+
+    def seen(self, windows: int) -> None:
+        """A data micro-batch brought rows to ``windows`` windows."""
+        self.last_windows = windows
 
     def moves(self, engine: Any, new_windows: int) -> bool:
         """Whether a micro-batch bringing rows to ``new_windows`` windows (at most) takes the driver engine's

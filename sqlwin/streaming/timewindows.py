@@ -19,7 +19,7 @@ from sqlwin.streaming.assigner import Scanner, WindowAssigner, records_of
 from sqlwin.streaming.context import PaneEngine
 from sqlwin.streaming.engines import ColumnarEngine, WindowStates
 from sqlwin.streaming.fusedscan import FusedScan
-from sqlwin.streaming.keyedstate import KeyedCounts, KeyedPanes, Tombstones
+from sqlwin.streaming.keyedstate import COUNTS_DDL, KeyedCounts, KeyedPanes, Tombstones
 
 
 class TimeWindowAssigner(WindowAssigner):
@@ -141,6 +141,12 @@ class TimeWindowAssigner(WindowAssigner):
         assert op.query.decomposition is not None
         if isinstance(op.panes, KeyedPanes):
             return self._scan_keyed(spark, data, batch, watermark, processing_time)
+        if op.placement.unsure(op.panes):  # counted where Spark reads them; here only if they stay here
+            count, max_ts, counts = self._scan_keyed(spark, data, batch, watermark, processing_time)
+            op.placement.seen(counts.windows)
+            if op.placement.moves(op.panes, counts.windows):
+                return count, max_ts, counts  # the windows go to Spark before the step
+            return count, max_ts, self._read_back(spark, counts)
         summary, annotated, grouped = self._partials(spark, data, batch, watermark, processing_time)
         scan = FusedScan(op, grouped, summary)
         try:
@@ -183,10 +189,19 @@ class TimeWindowAssigner(WindowAssigner):
             op.write_late([late_rows] if dropped else [], batch, watermark, dropped)
             return count, max_ts, KeyedCounts(op.store.rows_path(batch), groups.num_rows)
         accepted = op.panes.accepted(groups["__key"], groups["__ws"], groups["__we"], groups["__n"])
+        op.placement.seen(len(accepted))
         if len(accepted):
             scan.store(groups, F.col("__status").isNull(), batch, len(accepted))
         op.write_late([late_rows] if dropped else [], batch, watermark, dropped)
         return count, max_ts, accepted
+
+    def _read_back(self, spark: Any, counts: KeyedCounts) -> Any:
+        """The driver engine's counts from what the keyed scan wrote (``rows/<n>``: a window per row, its
+        ``__n``)."""
+        if counts.path is None:
+            return self.op.panes.accepted()
+        table = spark.read.schema(COUNTS_DDL).parquet(counts.path).toArrow()
+        return self.op.panes.accepted(table["__key"], table["__ws"], table["__we"], table["__n"])
 
     def _scan_keyed(self, spark: Any, data: Any, batch: int, watermark: int,
                     processing_time: int) -> tuple[int, list[int | None], KeyedCounts]:
