@@ -248,8 +248,12 @@ def settle(query: Any, deadline_s: float = 30.0) -> None:
 
     ``processAllAvailable`` returns once the source's offsets are processed, but Spark runs the no-data
     batch (eviction, output) after that, racing the next file and the state read: wait until it ran.
-    sqlwin's custom path asks for that batch through its tick source, so it is already included."""
+    sqlwin's custom path runs the no-data micro-batch a micro-batch makes due inside that micro-batch, and
+    asks for any other through its tick source, whose offsets ``processAllAvailable`` waits for: it is done
+    then (waiting for a no-data progress it never makes would wait for Spark's idle event, 10 s a file)."""
     query.processAllAvailable()
+    if custom_path(query.lastProgress or {}):
+        return
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
         progress = query.lastProgress or {}
@@ -259,14 +263,22 @@ def settle(query: Any, deadline_s: float = 30.0) -> None:
     print(f"warning: no no-data micro-batch after {deadline_s}s", flush=True)
 
 
+def custom_path(progress: dict) -> bool:
+    """Whether the query is sqlwin's custom path: one of its sources is its tick source."""
+    return any(_is_ticks(s) for s in progress.get("sources") or [])
+
+
+def _is_ticks(source: dict) -> bool:
+    return f"{os.sep}ticks]" in (source.get("description") or "")
+
+
 def data_rows(progress: dict) -> int:
     """Input rows of a micro-batch, not counting the custom path's tick rows: its tick micro-batch *is* the
     no-data micro-batch. (Counting them made ``settle`` wait for Spark's idle progress event, 10 s a file.)"""
     sources = progress.get("sources")
     if sources is None:
         return progress.get("numInputRows", 1)
-    return sum(s.get("numInputRows", 0) or 0 for s in sources
-               if f"{os.sep}ticks]" not in (s.get("description") or ""))
+    return sum(s.get("numInputRows", 0) or 0 for s in sources if not _is_ticks(s))
 
 
 def state_rows(query: Any) -> int:

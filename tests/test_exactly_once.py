@@ -117,6 +117,11 @@ spark.stop()
 
 
 JUMP = 6  # file JUMP moves event time 30 s ahead: in the next micro-batch windows fire and expire at once
+# sqlwin's number of that next micro-batch: one micro-batch a file, each followed by the no-data micro-batch its
+# watermark made due (run inside the file's Spark micro-batch), so file JUMP's micro-batch is 9 and FIRES the
+# no-data one after it (killed in its commit, Spark's micro-batch of file JUMP is run again: committed, it asks
+# for a tick, and that micro-batch of ticks alone fires the windows)
+FIRES = 10
 
 
 def write_input(folder: Path) -> None:
@@ -260,10 +265,9 @@ def test_sigkill_and_restart_matches_an_uninterrupted_run(tmp_path: Path, standa
     # killed right after the native sink wrote micro-batch 2: its folder is there if it has rows (the restart
     # replaces it); a micro-batch without rows leaves none (the sink counts what it writes and removes it)
     written = (root / NATIVE / "data" / "micro_batch=2").is_dir()
-    # one micro-batch a file while files remain: micro-batch JUMP + 1 is the one after the jump
-    second = deployed("run2", kill_at=JUMP + 1)
+    second = deployed("run2", kill_at=FIRES)
     assert settle(second(), second) is None
-    assert sqlwin_commits(root) == JUMP  # its sink and late rows written, expired rows deleted, not committed
+    assert sqlwin_commits(root) == FIRES - 1  # its sink and late rows written, expired rows deleted, not committed
     third = deployed("run3")
     resumed = settle(third(), third)
     expected = settle(reference, reference_again)
@@ -273,7 +277,7 @@ def test_sigkill_and_restart_matches_an_uninterrupted_run(tmp_path: Path, standa
     # the input exercises what exactly-once has to get right: EARLY and LATE panes, late rows, many micro-batches
     custom = [json.loads(r) for r in expected["custom"]]
     assert {r[6] for r in custom} == {"EARLY", "ON_TIME", "LATE"} and len(expected["late"]) >= 2
-    assert any(r[7] == "True" and r[6] == "ON_TIME" and r[8] == str(JUMP + 1) for r in custom)  # fired, expired
+    assert any(r[7] == "True" and r[6] == "ON_TIME" and r[8] == str(FIRES) for r in custom)  # fired, expired
     # panes come out in several micro-batches on both paths (native: Spark's batch ids, where the native path
     # now judges late rows by the watermark in force, so fewer batches emit than before)
     assert len({r[8] for r in custom}) >= 4 and len({json.loads(r)[8] for r in expected["native"]}) >= 3

@@ -42,6 +42,8 @@ def row(k: str, v: int, seconds: float) -> dict:
 # micro-batches are numbered when they do something (GRAMMAR 3 as sqlwin reads it): f0 -> 0 (W -> 5; the
 # no-data batch after it fires nothing and takes no number), f1 -> 1 (W -> 10), no-data -> 2 fires [0, 10),
 # f2 -> 3 (late pane), f3 -> 4 (W -> 28), no-data -> 5 fires [10, 20) and expires both, f4 -> 6 (dropped).
+# (A live table runs a no-data micro-batch that the watermark made due inside the Spark micro-batch that moved
+# it: the same micro-batch, numbered the same, without a Spark micro-batch of its own.)
 BATCHES = [
     [row("a", 1, 1), row("a", 2, 5), row("b", 3, 7)],  # W -> 5
     [row("a", 4, 12)],  # W -> 10: [0, 10) fires in the next (no-data) micro-batch
@@ -58,8 +60,9 @@ def start(spark, sql: str):
 
 
 def test_lateness_late_panes_and_late_rows(spark, env, monkeypatch):
-    """Also: a micro-batch of ticks alone (the no-data batches that fire [0, 10) and [10, 20)) is known to have
-    no rows from Spark's plan of it, and stepped without a Spark job over it (no scan of its rows)."""
+    """Also: the no-data micro-batches that fire [0, 10) and [10, 20) run inside the Spark micro-batches of f1 and
+    f3, whose watermark made them due: no tick is asked for and Spark runs no micro-batch of ticks alone (a crash
+    between the two still gets one: the next test)."""
     from sqlwin.streaming import sources
     from sqlwin.streaming.timewindows import TimeWindowAssigner
 
@@ -96,7 +99,115 @@ def test_lateness_late_panes_and_late_rows(spark, env, monkeypatch):
     # [30, 40) is still open with its one row; [0, 10) and [10, 20) expired and their rows are gone
     assert (status.rows_in, status.late_rows_dropped, status.open_windows, status.state_rows) == (7, 1, 1, 1)
     mine = [answer for query, answer in answers if query == str(table.query.id)]
-    assert (mine.count(False), mine.count(True), scans.count(table.operator)) == (len(BATCHES), 2, len(BATCHES))
+    assert (mine.count(False), mine.count(True), scans.count(table.operator)) == (len(BATCHES), 0, len(BATCHES))
+    assert table.operator.ticks.asked == 0
+
+
+def test_a_crash_before_the_panes_a_micro_batch_made_due_resumes_with_a_tick(spark, env, monkeypatch):
+    """The Spark micro-batches of f1 and of f3 die after sqlwin committed the file's micro-batch, before the no-data
+    one that fires [0, 10) (then [10, 20)): the table fails; started again, Spark runs the file's micro-batch
+    again, sqlwin finds it committed and asks for a tick. After f1 nothing else waits: that micro-batch of ticks
+    alone (known to have no rows from Spark's plan of it, stepped without a Spark job over it) fires [0, 10) as
+    micro-batch 2. After f3, f4 was written meanwhile and Spark reads the tick with it: [10, 20) fires first (5),
+    then f4's row is dropped (6). The panes and late rows of the uninterrupted run."""
+    from sqlwin.streaming import sources
+    from sqlwin.streaming.operator import MicroBatchOperator
+    from sqlwin.streaming.timewindows import TimeWindowAssigner
+
+    only_ticks, scan, fire_due = sources.only_ticks, TimeWindowAssigner._partials, MicroBatchOperator._fire_due
+    answers, scans, crashed = [], [], []
+
+    def told(spark, batch_id):
+        answers.append(only_ticks(spark, batch_id))
+        return answers[-1]
+
+    def crash_at_2_and_5(self, *args):
+        if self.next_batch in (2, 5) and self.next_batch not in crashed:
+            crashed.append(self.next_batch)
+            raise RuntimeError("the driver died here")
+        fire_due(self, *args)
+
+    monkeypatch.setattr(sources, "only_ticks", told)
+    monkeypatch.setattr(TimeWindowAssigner, "_partials", lambda self, *a: scans.append(self) or scan(self, *a))
+    monkeypatch.setattr(MicroBatchOperator, "_fire_due", crash_at_2_and_5)
+    s, feeder = env
+    sql = f"""CREATE STREAMING TABLE crash_out AS
+        SELECT window_start, window_end, k, SUM(v) AS s, COUNT(*) AS c
+        FROM TUMBLE(TABLE {s}, DESCRIPTOR(ts), INTERVAL 10 SECONDS)
+        GROUP BY window_start, window_end, k
+        ALLOWED LATENESS INTERVAL 5 SECONDS LATE ROWS TO crash_late"""
+
+    def crash_then_start_again(table, waiting: list[dict] | None = None):
+        with pytest.raises(SqlwinError, match="the driver died here"):
+            table.process_all_available()
+        table.stop()
+        catalog.remove_table("crash_out")
+        if waiting is not None:
+            feeder.write(waiting)
+        answers.clear()
+        table = start(spark, sql)
+        table.process_all_available()
+        return table
+
+    table = start(spark, sql)
+    feeder.feed(BATCHES[:1], table)
+    feeder.write(BATCHES[1])
+    table = crash_then_start_again(table)
+    # f1's Spark micro-batch again (committed: not even read), then the tick alone
+    assert crashed == [2] and answers == [True] and len(scans) == 2
+    feeder.feed(BATCHES[2:3], table)
+    feeder.write(BATCHES[3])
+    table = crash_then_start_again(table, waiting=BATCHES[4])
+    assert crashed == [2, 5] and answers == [False] and len(scans) == 5  # the tick with f4's rows
+    out = rows_of(spark.table("crash_out"), ["window_start", "k", "s", "c", "pane_index", "pane_timing", "is_final",
+                                             "micro_batch"])
+    assert out == [
+        (at(0), "a", 3, 2, 0, "ON_TIME", False, 2),
+        (at(0), "a", 8, 3, 1, "LATE", False, 3),
+        (at(0), "b", 3, 1, 0, "ON_TIME", False, 2),
+        (at(10), "a", 4, 1, 0, "ON_TIME", True, 5),
+    ]
+    late = rows_of(spark.table("crash_late"), ["k", "v", "ts", "window_start", "reason", "micro_batch"])
+    assert late == [("a", 7, at(8), at(0), "late", 6)]
+    assert table.status().micro_batches == 7
+
+
+def test_files_already_waiting_give_the_panes_of_files_arriving_one_at_a_time(spark, tmp_path, monkeypatch):
+    """All five files there before the table starts, read one per micro-batch: the hand-worked panes, late rows
+    and micro-batch numbers of files dropped one at a time (and of replay). The no-data micro-batch that fires
+    [0, 10) runs before f2's late row arrives, as it does when f2 comes later; a tick read together with f2
+    would have fired [0, 10) with a@3 in its ON_TIME pane."""
+    monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(tmp_path / "root"))
+    folder = tmp_path / "waiting"
+    feeder = Feeder(folder)
+    for i, rows in enumerate(BATCHES):
+        feeder.write(rows)
+        os.utime(folder / f"f{i:05d}.json", (1_700_000_000 + i, 1_700_000_000 + i))  # the source's order
+    sqlwin.sql(spark, f"CREATE STREAM s_waiting (k STRING, v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL "
+                      f"2 SECONDS) USING json OPTIONS (path '{folder}', maxFilesPerTrigger '1')")
+    try:
+        table = start(spark, """CREATE STREAMING TABLE waiting_out AS
+            SELECT window_start, window_end, k, SUM(v) AS s, COUNT(*) AS c
+            FROM TUMBLE(TABLE s_waiting, DESCRIPTOR(ts), INTERVAL 10 SECONDS)
+            GROUP BY window_start, window_end, k
+            ALLOWED LATENESS INTERVAL 5 SECONDS LATE ROWS TO waiting_late""")
+        table.process_all_available()
+        out = rows_of(spark.table("waiting_out"), ["window_start", "k", "s", "c", "pane_index", "pane_timing",
+                                                   "is_final", "micro_batch"])
+        assert out == [
+            (at(0), "a", 3, 2, 0, "ON_TIME", False, 2),
+            (at(0), "a", 8, 3, 1, "LATE", False, 3),
+            (at(0), "b", 3, 1, 0, "ON_TIME", False, 2),
+            (at(10), "a", 4, 1, 0, "ON_TIME", True, 5),
+        ]
+        late = rows_of(spark.table("waiting_late"), ["k", "v", "ts", "window_start", "reason", "micro_batch"])
+        assert late == [("a", 7, at(8), at(0), "late", 6)]
+        assert table.operator.ticks.asked == 0
+    finally:
+        for table in catalog.all_tables():
+            table.stop()
+            catalog.remove_table(table.name)
+        catalog.drop_stream(spark, "s_waiting")
 
 
 def test_native_path_default_emission(spark, env):

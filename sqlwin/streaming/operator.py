@@ -208,16 +208,34 @@ class MicroBatchOperator(StoppableBatches):
             self._ask_for_next_batch(source_batch)
             return
         processing_time = self.store.begin(source_batch, self.clock())
+        spark = batch_df.sparkSession
         data = batch_rows(self.spark, batch_df, source_batch)  # None: only ticks, no Spark job reads it
+        if data is not None and self.wants_micro_batch():  # left due by a crash, its tick read with these rows
+            self._fire_due(spark, processing_time)
         if data is None or self._scanner() is not None:  # one Spark job reads the micro-batch: no copy in memory
-            self.step(batch_df.sparkSession, data, processing_time, source_batch=source_batch)
-            return
-        # read once from the source: the statistics, the assignment and the late rows all scan it
-        data = data.persist()
-        try:
-            self.step(batch_df.sparkSession, data, processing_time, source_batch=source_batch)
-        finally:
-            data.unpersist()
+            self.step(spark, data, processing_time, source_batch=source_batch)
+        else:  # read once from the source: the statistics, the assignment and the late rows all scan it
+            data = data.persist()
+            try:
+                self.step(spark, data, processing_time, source_batch=source_batch)
+            finally:
+                data.unpersist()
+        if self.wants_micro_batch():
+            self._fire_due(spark, processing_time)
+        self._ask_for_next_batch(source_batch)
+
+    def _fire_due(self, spark: Any, processing_time: int) -> None:
+        """The no-data micro-batch a watermark made due (a window's timer), run at once in this Spark micro-batch,
+        not in one a tick asks for: right after the rows that moved the watermark, so it fires before any later
+        row arrives, however many files wait (a tick read together with the next file fired the windows with
+        that file's rows in them: the panes depended on when files came, and differed from replay's). The
+        same panes, numbered the same as a replay's (sqlwin numbers its own micro-batches), written a Spark
+        micro-batch sooner, and Spark's cost of a micro-batch paid once; it runs at this micro-batch's processing
+        time. A crash after the rows' commit leaves Spark's micro-batch uncommitted: its re-run finds it
+        committed and asks for the tick, and whichever Spark micro-batch reads that tick runs this one before
+        its own rows. (A staged query keeps its ticks: its restart tells a micro-batch's steps apart by Spark's
+        batch id, one step per stage.)"""
+        self.step(spark, None, processing_time)
 
     def stream_marks(self) -> dict[str, StreamMark]:
         return {s.name: StreamMark(None if t.max_ts is None and t.current == MIN_TIME else t.current,
@@ -271,7 +289,6 @@ class MicroBatchOperator(StoppableBatches):
             self._commit(batch, source_batch)
         elif source_batch is not None:
             self.last_source_batch = source_batch
-        self._ask_for_next_batch(source_batch)
         # a data batch runs with the watermark of the previous batch; a no-data batch with its own (end of
         # input: +infinity; idle streams: advanced by processing time)
         trace.step(batch if self.next_batch > batch else None, data is not None,
