@@ -16,7 +16,7 @@ import pytest
 import sqlwin
 from sqlwin.streaming import catalog, storage
 from tests.streamtools import Feeder, rows_of, ts
-from tests.test_streaming import BATCHES, at
+from tests.test_streaming import BATCHES, BATCHES_LATE, BATCHES_PANES, LATE_COLUMNS, PANE_COLUMNS, at
 
 
 def mount(spark, folder: Path) -> str:
@@ -118,16 +118,9 @@ def test_streaming_tables_on_a_hadoop_uri(spark, tmp_path, monkeypatch) -> None:
         assert (custom.path, native.path) == ("custom", "native")
         assert custom.location == f"{uri}/ck/custom" and native.location == f"{uri}/root/vfs_native"
         Feeder(backing / "in").feed(BATCHES, custom, native)
-        columns = ["window_start", "k", "s", "c", "pane_index", "pane_timing", "is_final", "micro_batch"]
-        assert rows_of(spark.table("vfs_custom"), columns) == [
-            (at(0), "a", 3, 2, 0, "ON_TIME", False, 2),
-            (at(0), "a", 8, 3, 1, "LATE", False, 3),
-            (at(0), "b", 3, 1, 0, "ON_TIME", False, 2),
-            (at(10), "a", 4, 1, 0, "ON_TIME", True, 5),
-        ]
-        late = rows_of(spark.table("vfs_late"), ["k", "v", "ts", "window_start", "reason", "micro_batch"])
-        assert late == [("a", 7, at(8), at(0), "late", 6)]
-        assert rows_of(spark.table("vfs_native"), columns[:7]) == [
+        assert rows_of(spark.table("vfs_custom"), PANE_COLUMNS) == BATCHES_PANES
+        assert rows_of(spark.table("vfs_late"), LATE_COLUMNS) == BATCHES_LATE
+        assert rows_of(spark.table("vfs_native"), PANE_COLUMNS[:7]) == [
             (at(0), "a", 3, 2, 0, "ON_TIME", True), (at(0), "b", 3, 1, 0, "ON_TIME", True),
             (at(10), "a", 4, 1, 0, "ON_TIME", True)]
         # more micro-batches, each closing a window (W = ts - 2: 48 passes [30, 40), ..., 88 passes [70, 80)) in the

@@ -51,6 +51,16 @@ BATCHES = [
     [row("a", 6, 30)],  # W -> 28 >= 10 + 5 and 20 + 5: both windows expire
     [row("a", 7, 8)],  # past the lateness: dropped, written to the late rows
 ]
+# BATCHES' panes and late rows with ALLOWED LATENESS 5 s (hand-worked as above; columns PANE_COLUMNS, LATE_COLUMNS)
+PANE_COLUMNS = ["window_start", "k", "s", "c", "pane_index", "pane_timing", "is_final", "micro_batch"]
+BATCHES_PANES = [
+    (at(0), "a", 3, 2, 0, "ON_TIME", False, 2),
+    (at(0), "a", 8, 3, 1, "LATE", False, 3),
+    (at(0), "b", 3, 1, 0, "ON_TIME", False, 2),
+    (at(10), "a", 4, 1, 0, "ON_TIME", True, 5),
+]
+LATE_COLUMNS = ["k", "v", "ts", "window_start", "reason", "micro_batch"]
+BATCHES_LATE = [("a", 7, at(8), at(0), "late", 6)]
 
 
 def start(spark, sql: str):
@@ -84,14 +94,7 @@ def test_lateness_late_panes_and_late_rows(spark, env, monkeypatch):
         ALLOWED LATENESS INTERVAL 5 SECONDS LATE ROWS TO late_rows""")
     assert table.path == "custom"
     feeder.feed(BATCHES, table)
-    out = rows_of(spark.table("late_out"), ["window_start", "k", "s", "c", "pane_index", "pane_timing", "is_final",
-                                            "micro_batch"])
-    assert out == [
-        (at(0), "a", 3, 2, 0, "ON_TIME", False, 2),
-        (at(0), "a", 8, 3, 1, "LATE", False, 3),
-        (at(0), "b", 3, 1, 0, "ON_TIME", False, 2),
-        (at(10), "a", 4, 1, 0, "ON_TIME", True, 5),
-    ]
+    assert rows_of(spark.table("late_out"), PANE_COLUMNS) == BATCHES_PANES
     late = rows_of(spark.table("late_rows"), ["k", "v", "ts", "window_start", "window_end", "watermark", "reason",
                                               "micro_batch"])
     assert late == [("a", 7, at(8), at(0), at(10), at(28), "late", 6)]
@@ -159,16 +162,8 @@ def test_a_crash_before_the_panes_a_micro_batch_made_due_resumes_with_a_tick(spa
     feeder.write(BATCHES[3])
     table = crash_then_start_again(table, waiting=BATCHES[4])
     assert crashed == [2, 5] and answers == [False] and len(scans) == 5  # the tick with f4's rows
-    out = rows_of(spark.table("crash_out"), ["window_start", "k", "s", "c", "pane_index", "pane_timing", "is_final",
-                                             "micro_batch"])
-    assert out == [
-        (at(0), "a", 3, 2, 0, "ON_TIME", False, 2),
-        (at(0), "a", 8, 3, 1, "LATE", False, 3),
-        (at(0), "b", 3, 1, 0, "ON_TIME", False, 2),
-        (at(10), "a", 4, 1, 0, "ON_TIME", True, 5),
-    ]
-    late = rows_of(spark.table("crash_late"), ["k", "v", "ts", "window_start", "reason", "micro_batch"])
-    assert late == [("a", 7, at(8), at(0), "late", 6)]
+    assert rows_of(spark.table("crash_out"), PANE_COLUMNS) == BATCHES_PANES
+    assert rows_of(spark.table("crash_late"), LATE_COLUMNS) == BATCHES_LATE
     assert table.status().micro_batches == 7
 
 
@@ -192,16 +187,8 @@ def test_files_already_waiting_give_the_panes_of_files_arriving_one_at_a_time(sp
             GROUP BY window_start, window_end, k
             ALLOWED LATENESS INTERVAL 5 SECONDS LATE ROWS TO waiting_late""")
         table.process_all_available()
-        out = rows_of(spark.table("waiting_out"), ["window_start", "k", "s", "c", "pane_index", "pane_timing",
-                                                   "is_final", "micro_batch"])
-        assert out == [
-            (at(0), "a", 3, 2, 0, "ON_TIME", False, 2),
-            (at(0), "a", 8, 3, 1, "LATE", False, 3),
-            (at(0), "b", 3, 1, 0, "ON_TIME", False, 2),
-            (at(10), "a", 4, 1, 0, "ON_TIME", True, 5),
-        ]
-        late = rows_of(spark.table("waiting_late"), ["k", "v", "ts", "window_start", "reason", "micro_batch"])
-        assert late == [("a", 7, at(8), at(0), "late", 6)]
+        assert rows_of(spark.table("waiting_out"), PANE_COLUMNS) == BATCHES_PANES
+        assert rows_of(spark.table("waiting_late"), LATE_COLUMNS) == BATCHES_LATE
         assert table.operator.ticks.asked == 0
     finally:
         for table in catalog.all_tables():
