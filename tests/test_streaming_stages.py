@@ -5,6 +5,7 @@ the rows that were not late."""
 from __future__ import annotations
 
 import datetime as dt
+import os
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -147,6 +148,80 @@ def test_window_join_and_cascade_live_and_replayed(spark, tmp_path, monkeypatch,
         assert sorted((r[:-1] for r in set(replay_cascade) - set(live_cascade)), key=_order) == CASCADE_AT_END
         assert _rows(spark.table("stages_late_replayed"), ["k", "v", "window_start", "reason"]) == \
             [("a", 7, at(0), "late")]
+
+
+def test_files_already_waiting_give_the_panes_of_files_arriving_one_at_a_time(spark, tmp_path, monkeypatch):
+    """All of FILES there before the tables start, read one per micro-batch: the hand-worked join and cascade of
+    files dropped one at a time, in replay's micro-batches. The no-data steps f1's rows make due (L's watermark
+    10: its [5,10) fires, then the join's) run inside f1's Spark micro-batch, before f2's rows: a tick read
+    together with f2 put L's a@8 in [5,10)'s ON_TIME pane instead of a LATE one. Each table also dies inside a
+    commit of a no-data step and is started again: the cascade's outer stage in the step whose panes its inner
+    stage had committed (it reads them back), the join in a step no part had committed; each resumes its Spark
+    micro-batch at that step, with the panes of a run without the crash."""
+    monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(tmp_path / "root"))
+    folder = tmp_path / "waiting"
+    feeder = Feeder(folder)
+    for i, rows in enumerate(FILES):
+        feeder.write({"k": k, "v": v, "ts": ts(s), "side": side} for k, v, s, side in rows)
+        os.utime(folder / f"f{i:05d}.json", (1_700_000_000 + i, 1_700_000_000 + i))  # the source's order
+    crashes: dict[str, tuple] = {}  # table -> (the step its commit died in, the last step each part committed)
+    commit = StateStore.commit
+
+    def last_step(part: str) -> tuple:
+        store = StateStore(str(tmp_path / "root" / part))
+        data = store.load(store.last_committed())
+        return data["source_batch"], data.get("source_step", 0)
+
+    def crashing_commit(self, batch, data):
+        position = (data.get("source_batch"), data.get("source_step", 0))
+        for table, part, at_step in (("waiting_cascade", "stages/1", (1, 1)), ("waiting_join", "join", (0, 2))):
+            if table not in crashes and f"{table}/{part}/sqlwin" in self.root and position == at_step:
+                parts = ["stages/0", "stages/1", *(["join"] if part == "join" else [])]
+                crashes[table] = (position, [last_step(f"{table}/{p}") for p in parts])
+                raise RuntimeError(f"crash inside {table}'s commit")
+        commit(self, batch, data)
+
+    monkeypatch.setattr(StateStore, "commit", crashing_commit)
+    sqlwin.sql(spark, "CREATE STREAM s_waiting (k STRING, v INT, ts TIMESTAMP, side STRING, WATERMARK FOR ts AS "
+                      f"ts - INTERVAL 2 SECONDS) USING json OPTIONS (path '{folder}', maxFilesPerTrigger '1')")
+    statements = {"waiting_join": JOIN.format(s="s_waiting", late="waiting_late"),
+                  "waiting_cascade": CASCADE.format(s="s_waiting")}
+    try:
+        for name, query in statements.items():
+            sqlwin.sql(spark, f"CREATE STREAMING TABLE {name} AS {query}")
+            try:
+                catalog.find_table(name).process_all_available()
+            except SqlwinError:
+                catalog.find_table(name).stop()
+                sqlwin.sql(spark, f"CREATE STREAMING TABLE {name} AS {query}")
+                catalog.find_table(name).process_all_available()
+            assert catalog.find_table(name).operator.ticks.asked == 0
+        # the cascade's inner stage had committed the step its outer stage died in; no part of the join had
+        assert crashes == {"waiting_cascade": ((1, 1), [(1, 1), (0, 1)]),
+                           "waiting_join": ((0, 2), [(0, 1), (0, 1), (0, 1)])}
+        live_join = _rows(spark.table("waiting_join"), ["lk", "rk", "s", "c", "ws", *PANE, "micro_batch"])
+        live_cascade = _rows(spark.table("waiting_cascade"), ["window_start", "window_end", "total",
+                                                              "inner_windows", *PANE, "micro_batch"])
+        assert sorted((r[:-1] for r in live_join), key=_order) == sorted(JOIN_LIVE, key=_order)
+        assert sorted((r[:-1] for r in live_cascade), key=_order) == CASCADE_LIVE
+        assert _rows(spark.table("waiting_late"), ["k", "v", "window_start", "reason"]) == [("a", 7, at(0), "late")]
+
+        monkeypatch.setattr(StateStore, "commit", commit)  # replayed: the same micro-batch numbers
+        data = [(k, v, at(s), side, f) for f, rows in enumerate(FILES) for k, v, s, side in rows]
+        spark.createDataFrame(data, "k string, v int, ts timestamp, side string, f int") \
+            .createOrReplaceTempView("waiting_rows")
+        sqlwin.sql(spark, "CREATE STREAM r_waiting FROM TABLE waiting_rows ARRIVAL ORDER BY f MICRO BATCH BY f "
+                          "WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS")
+        assert set(live_join) <= set(_rows(sqlwin.sql(spark, JOIN.format(s="r_waiting", late="waiting_late_r")),
+                                           ["lk", "rk", "s", "c", "ws", *PANE, "micro_batch"]))
+        assert set(live_cascade) <= set(_rows(sqlwin.sql(spark, CASCADE.format(s="r_waiting")),
+                                              ["window_start", "window_end", "total", "inner_windows", *PANE,
+                                               "micro_batch"]))
+    finally:
+        for table in catalog.all_tables():
+            table.stop()
+            catalog.remove_table(table.name)
+        catalog.drop_stream(spark, "s_waiting")
 
 
 # two streams, each with its own watermark (its largest ts - 2 s): (stream, rows (k, v, second)) in arrival order

@@ -87,7 +87,7 @@ class PlannedJoin(JoinStage):
     def _forget(self, side: int, n: int) -> None:
         return None  # nothing was written
 
-    def _commit(self, batch: int, source_batch: int | None) -> None:
+    def _commit(self, batch: int) -> None:
         self.next_batch = batch + 1
 
     def panes(self, spark: Any, side_panes: list[Any]) -> Any:

@@ -86,6 +86,7 @@ class MicroBatchOperator(StoppableBatches):
         self.query_stop = NEVER  # the live query's stop (``run_batch``): checked between a micro-batch's Spark jobs
         self.next_batch = 0  # sqlwin's micro-batch number (counts the micro-batches that did something)
         self.last_source_batch = -1  # Spark's id of the last batch committed
+        self.last_source_step = 0  # its step (a staged query runs the no-data steps it made due inside it)
         self.relation_columns = [c.name for c in shape.window.relation.columns] if shape.window else None
         self.assigner = self._assigner()
         self.evictor = SparkEvictor.of(self)  # EVICT: rows evicted in Spark at each firing (evictors.py)
@@ -195,6 +196,7 @@ class MicroBatchOperator(StoppableBatches):
         if commit is not None:
             self.next_batch = commit.batch + 1
             self.last_source_batch = commit.data.get("source_batch", -1)
+            self.last_source_step = commit.data.get("source_step", 0)
             self.tracker.restore(commit.data["watermark"])
             self.in_force = commit.data.get("in_force", self.tracker.current)
             self.counters.update(commit.data["counters"])
@@ -233,8 +235,7 @@ class MicroBatchOperator(StoppableBatches):
         micro-batch sooner, and Spark's cost of a micro-batch paid once; it runs at this micro-batch's processing
         time. A crash after the rows' commit leaves Spark's micro-batch uncommitted: its re-run finds it
         committed and asks for the tick, and whichever Spark micro-batch reads that tick runs this one before
-        its own rows. (A staged query keeps its ticks: its restart tells a micro-batch's steps apart by Spark's
-        batch id, one step per stage.)"""
+        its own rows. (A staged query runs as many as its stages need: ``StagedOperator.settle``.)"""
         self.step(spark, None, processing_time)
 
     def stream_marks(self) -> dict[str, StreamMark]:
@@ -243,8 +244,10 @@ class MicroBatchOperator(StoppableBatches):
                 for s, t in zip(self.streams, self.tracker.trackers, strict=True)}
 
     def step(self, spark: Any, data: Any, processing_time: int, end_of_input: bool = False,
-             source_batch: int | None = None) -> Fired:
+             source_batch: int | None = None, source_step: int = 0) -> Fired:
         """Process one micro-batch (rows ``data``, or None for a no-data batch); returns the panes fired.
+        ``source_batch`` / ``source_step``: Spark's micro-batch it runs in, and which step of it (a stage of a
+        staged query runs several), recorded so that a re-run after a crash skips what this one committed.
 
         It is numbered ``self.next_batch`` if it does something (brings rows, fires or expires a window,
         moves the watermark); a micro-batch that does nothing (Spark's first empty batch, a tick with
@@ -280,15 +283,15 @@ class MicroBatchOperator(StoppableBatches):
         self._emit(spark, panes, batch)
         self.tracker.after_batch(max_ts, processing_time)
         moved = self.tracker.current > start
+        if source_batch is not None:
+            self.last_source_batch, self.last_source_step = source_batch, source_step
         if count or panes or expired or moved or self.assigner.changed or self.panes.changed:
             self.counters["rows_in"] += count
             self.counters["panes"] += len(panes)
             self.counters["micro_batches"] += 1
             self.panes = self.placement.place(self.panes, batch)  # committed where its windows now are
             self._collect_garbage()
-            self._commit(batch, source_batch)
-        elif source_batch is not None:
-            self.last_source_batch = source_batch
+            self._commit(batch)
         # a data batch runs with the watermark of the previous batch; a no-data batch with its own (end of
         # input: +infinity; idle streams: advanced by processing time)
         trace.step(batch if self.next_batch > batch else None, data is not None,
@@ -319,10 +322,10 @@ class MicroBatchOperator(StoppableBatches):
         self.rows.forget(self.panes.live_batches(set(self.rows.by_batch)))
         self.evictor.collect_garbage(set(self.rows.by_batch))
 
-    def _commit(self, batch: int, source_batch: int | None) -> None:
-        if source_batch is not None:
-            self.last_source_batch = source_batch
+    def _commit(self, batch: int) -> None:
         state = {"source_batch": self.last_source_batch, "watermark": self.tracker.to_dict(), "counters": self.counters}
+        if self.last_source_step:  # a no-data step of a staged query (0, the data's step, is not written)
+            state["source_step"] = self.last_source_step
         if self.forwards_watermark:
             state["in_force"] = self.in_force
         self.committer.commit(self.store, batch, state)

@@ -167,7 +167,7 @@ class PlannedReplay(MicroBatchOperator):
     def _collect_garbage(self) -> None:
         return None
 
-    def _commit(self, batch: int, source_batch: int | None) -> None:
+    def _commit(self, batch: int) -> None:
         self.next_batch = batch + 1
 
     def show_committed(self) -> None:

@@ -172,23 +172,19 @@ def drive(operator: MicroBatchOperator, spark: Any, plan: list, has_clock: bool,
 
 def drive_stages(operator: StagedOperator, spark: Any, plan: list, has_clock: bool, data_of: Any) -> None:
     """The micro-batch sequence of a live stream of several windows: each batch, then the no-data batches it
-    asks for while a stage has a timer due or a watermark to hand on (as a live one asks the tick source), and
-    at the end the same at +infinity."""
+    makes due while a stage has a timer due or a watermark to hand on (``StagedOperator.settle``, as live),
+    and at the end the same at +infinity."""
     processing_time = 0
 
-    def settle() -> None:
-        for _ in range(4 * len(operator.ops) + 4):  # each stage hands its watermark on in one micro-batch
-            if not operator.wants_micro_batch():
-                return
-            operator.step(spark, None, processing_time if has_clock else operator.next_batch * SECOND)
-        raise RuntimeError("sqlwin: the stages of a replay did not settle")  # a bug, never the user's SQL
+    def clock() -> int:
+        return processing_time if has_clock else operator.next_batch * SECOND
 
     for entry in plan:
         processing_time = clock_of(entry, has_clock, operator)
         operator.step(spark, data_of(entry), processing_time)
-        settle()
-    operator.step(spark, None, processing_time if has_clock else operator.next_batch * SECOND, end_of_input=True)
-    settle()
+        operator.settle(spark, clock)
+    operator.step(spark, None, clock(), end_of_input=True)
+    operator.settle(spark, clock)
 
 
 def stepped(spark: Any, operator: MicroBatchOperator | StagedOperator, sink: BatchSink,

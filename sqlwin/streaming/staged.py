@@ -10,10 +10,15 @@ Per micro-batch (Spark's ``foreachBatch``; replay calls ``step`` the same way):
    minus the upstream's allowed lateness, in force from its next micro-batch (``ForwardedWatermark``).
 3. The window join (``windowjoin``) takes both sides' new panes and the smaller of their watermarks, likewise.
 
-Each part commits its own state, numbered by its own micro-batches, and remembers the last Spark batch it
-committed: a micro-batch re-run after a crash skips the parts that committed it and re-reads, for the others,
-the panes their upstream wrote for it. While any part has a timer due, or a watermark still to hand on, the
-operator asks for a no-data micro-batch (the tick source), and replay runs one, so both see the same sequence.
+A micro-batch that moves a watermark makes no-data steps due: a stage's timers (its windows fire), a watermark
+to hand on (a cascade's outer stage, the join). They run at once, inside the same Spark micro-batch, one after
+another while any is due (``settle``; replay runs the same), before the next file's rows can meet a window that
+should have fired without them; numbered by sqlwin, they are numbered as replay numbers them. Each part commits
+its own state, numbered by its own micro-batches, and remembers the step it last ran: (Spark's batch id, its step
+in it). Steps run in order, every part in each, so after a crash every part ran every step before the last one
+any part committed: a re-run of the Spark micro-batch starts at that step, skips the parts that committed it and
+re-reads, for the others, the panes their upstream wrote in it. A processing-time timer or an idle stream's
+deadline still asks the tick source for a micro-batch at its time.
 """
 
 from __future__ import annotations
@@ -112,8 +117,27 @@ class StagedOperator(StoppableBatches):
     # -- the foreachBatch entry point (run_batch: StoppableBatches) ---------------------------------
     def _run_batch(self, batch_df: Any, source_batch: int) -> None:
         processing_time = self.store.begin(source_batch, self.clock())
-        self.step(batch_df.sparkSession, batch_rows(self.spark, batch_df, source_batch), processing_time,
-                  source_batch=source_batch)
+        spark = batch_df.sparkSession
+        # a re-run after a crash: every part ran every step before the last one any part committed
+        resumed = max((p.last_source_step for p in self.parts() if p.last_source_batch == source_batch), default=0)
+        if resumed == 0:
+            self.step(spark, batch_rows(self.spark, batch_df, source_batch), processing_time,
+                      source_batch=source_batch)
+        else:  # its rows were stepped (step 0): no Spark job reads them again
+            self.step(spark, None, processing_time, source_batch=source_batch, source_step=resumed)
+        self.settle(spark, lambda: processing_time, source_batch, first=resumed + 1)
+        self._ask_for_next_batch(source_batch)
+
+    def settle(self, spark: Any, clock: Callable[[], int], source_batch: int | None = None,
+               first: int = 1) -> None:
+        """The no-data steps the last one made due, one after another while a stage has a timer due or a
+        watermark to hand on (each stage hands its own on in one step), numbered ``first`` on in Spark's
+        micro-batch ``source_batch``; ``clock``: each one's processing time."""
+        for step in range(first, first + 4 * len(self.ops) + 4):
+            if not self.wants_micro_batch():
+                return
+            self.step(spark, None, clock(), source_batch=source_batch, source_step=step)
+        raise RuntimeError("sqlwin: the stages of a streaming query did not settle")  # a bug, never the user's SQL
 
     def stream_marks(self) -> dict[str, StreamMark]:
         """Each stream's marks, from the stage that reads it."""
@@ -124,8 +148,9 @@ class StagedOperator(StoppableBatches):
         return marks
 
     def step(self, spark: Any, data: Any, processing_time: int, end_of_input: bool = False,
-             source_batch: int | None = None) -> None:
-        """One micro-batch through every stage, then the join."""
+             source_batch: int | None = None, source_step: int = 0) -> None:
+        """One micro-batch through every stage, then the join: step ``source_step`` of Spark's micro-batch
+        ``source_batch``, which a part that committed it before a crash skips."""
         produced: list[int | None] = []
         for stage, op in zip(self.shape.stages, self.ops, strict=True):
             op.query_stop = self.query_stop
@@ -135,17 +160,19 @@ class StagedOperator(StoppableBatches):
                 op.tracker.forward(self._forwarded(stage.upstream))
                 rows, end = self._panes_of(spark, stage.upstream, produced[stage.upstream.index]), False
             before = op.next_batch
-            if source_batch is None or source_batch > op.last_source_batch:
-                op.step(spark, rows, processing_time, end_of_input=end, source_batch=source_batch)
+            if not _ran(op, source_batch, source_step):
+                op.step(spark, rows, processing_time, end_of_input=end, source_batch=source_batch,
+                        source_step=source_step)
                 produced.append(op.next_batch - 1 if op.next_batch > before else None)
-            else:  # it committed this micro-batch before a crash: its panes are in its output
-                produced.append(op.next_batch - 1 if op.last_source_batch == source_batch else None)
+            else:  # it committed this step before a crash: its panes are in its output
+                produced.append(op.next_batch - 1 if (op.last_source_batch, op.last_source_step) ==
+                                (source_batch, source_step) else None)
         if self.join is not None:
             sides = [s.stage for s in self.shape.join.sides]
             self.join.forward(min(self.ops[s.index].in_force for s in sides))
-            self.join.step(spark, [produced[s.index] for s in sides], source_batch)
+            if not _ran(self.join, source_batch, source_step):
+                self.join.step(spark, [produced[s.index] for s in sides], source_batch, source_step)
             self.sink.register(spark)
-        self._ask_for_next_batch(source_batch)
 
     def _rows_of(self, data: Any, stage: Stage) -> Any:
         """The rows of the stream ``stage`` reads (each row of a micro-batch of several streams says which)."""
@@ -194,6 +221,7 @@ class StagedOperator(StoppableBatches):
         return False
 
     def _ask_for_next_batch(self, batch: int | None) -> None:
+        """A processing-time timer's micro-batch, or an idle deadline's (the steps due now ran: ``settle``)."""
         if self.ticks is None or batch is None:
             return
         wanted = int(self.ticks.read().get("wanted") or 0)
@@ -241,3 +269,10 @@ class StagedOperator(StoppableBatches):
     @property
     def open_windows(self) -> int:
         return sum(op.open_windows for op in self.ops) + (self.join.open_windows if self.join is not None else 0)
+
+
+def _ran(part: Any, source_batch: int | None, source_step: int) -> bool:
+    """Whether ``part`` (a stage, the join) ran step ``source_step`` of Spark's micro-batch ``source_batch``
+    before a crash (replay's steps have no Spark micro-batch: never)."""
+    return source_batch is not None and \
+        (source_batch, source_step) <= (part.last_source_batch, part.last_source_step)

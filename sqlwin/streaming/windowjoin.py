@@ -47,6 +47,7 @@ class JoinStage:
         self.current = self.pending = self.in_force = MIN_TIME
         self.next_batch = 0
         self.last_source_batch = -1
+        self.last_source_step = 0
         self.retained: list[dict[int, int]] = [{} for _ in join.sides]  # side folder -> its largest window end
         self.retained_rows: list[dict[int, int]] = [{} for _ in join.sides]  # side folder -> its pane rows
         self.released: dict[str, int] = {}  # "start,end" -> panes the join emitted, while LATE panes may come
@@ -66,6 +67,7 @@ class JoinStage:
         data = self.store.load(batch)
         self.next_batch = batch + 1
         self.last_source_batch = data["source_batch"]
+        self.last_source_step = data.get("source_step", 0)
         self.current, self.pending, self.in_force = data["current"], data["pending"], data["in_force"]
         self.retained = [{int(k): v for k, v in side.items()} for side in data["retained"]]
         rows = data.get("retained_rows") or [{} for _ in self.retained]  # not kept before alignment's measurements
@@ -73,10 +75,10 @@ class JoinStage:
         self.released = dict(data["released"])
         self.counters.update(data["counters"])
 
-    def _commit(self, batch: int, source_batch: int | None) -> None:
-        if source_batch is not None:
-            self.last_source_batch = source_batch
-        self.store.commit(batch, {"source_batch": self.last_source_batch, "current": self.current,
+    def _commit(self, batch: int) -> None:
+        self.store.commit(batch, {"source_batch": self.last_source_batch,
+                                  **({"source_step": self.last_source_step} if self.last_source_step else {}),
+                                  "current": self.current,
                                   "pending": self.pending, "in_force": self.in_force,
                                   "retained": [{str(k): v for k, v in side.items()} for side in self.retained],
                                   "retained_rows": [{str(k): v for k, v in side.items()}
@@ -104,11 +106,11 @@ class JoinStage:
         return sum(sum(side.values()) for side in self.retained_rows)
 
     # -- one micro-batch ------------------------------------------------------------------------------
-    def step(self, spark: Any, side_batches: list[int | None], source_batch: int | None = None) -> int:
-        """Micro-batch ``source_batch``: the sides' new panes (their output micro-batch numbers), the windows
+    def step(self, spark: Any, side_batches: list[int | None], source_batch: int | None = None,
+             source_step: int = 0) -> int:
+        """Step ``source_step`` of Spark's micro-batch ``source_batch`` (the staged operator skips the steps the
+        join committed before a crash): the sides' new panes (their output micro-batch numbers), the windows
         joined; returns how many windows were joined."""
-        if source_batch is not None and source_batch <= self.last_source_batch:
-            return 0
         batch = self.next_batch
         previous, watermark = self.in_force, self.current
         self.in_force = watermark
@@ -125,14 +127,14 @@ class JoinStage:
         self._emit(spark, windows, batch)
         expired = self._expire(watermark)
         self.current = max(self.current, self.pending)
+        if source_batch is not None:
+            self.last_source_batch, self.last_source_step = source_batch, source_step
         if any(n is not None for n in new) or windows or expired or watermark > previous or self.current > watermark:
             self.counters["panes"] += len(windows)
             self.counters["micro_batches"] += 1
-            self._commit(batch, source_batch)
+            self._commit(batch)
             for i, n in expired:
                 self._forget(i, n)
-        elif source_batch is not None:
-            self.last_source_batch = source_batch
         return len(windows)
 
     # -- where the join touches Spark (a planned replay's join answers these from what its sides fired) ----------
