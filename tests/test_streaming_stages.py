@@ -5,7 +5,9 @@ the rows that were not late."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -110,7 +112,10 @@ def test_window_join_and_cascade_live_and_replayed(spark, tmp_path, monkeypatch,
             if i == 2:  # stopped with windows open in every stage and the join: the file waits, then resumes
                 sqlwin.sql(spark, "STOP STREAMING TABLE stages_join")
                 sqlwin.sql(spark, "STOP STREAMING TABLE stages_cascade")
+                kept = _as_before_windows_were_kept(tmp_path / "root" / "stages_join" / "join")
+                measured = len(read_back)
                 joined, cascade = start()
+                assert kept and len(read_back) == measured + kept  # the kept side folders' windows, read once
             try:
                 joined.process_all_available()
             except SqlwinError:
@@ -222,6 +227,17 @@ def test_files_already_waiting_give_the_panes_of_files_arriving_one_at_a_time(sp
             table.stop()
             catalog.remove_table(table.name)
         catalog.drop_stream(spark, "s_waiting")
+
+
+def _as_before_windows_were_kept(join: Path) -> int:
+    """The join's commits as sqlwin wrote them before it kept each side folder's windows (``retained_windows``):
+    a restart from them reads the kept folders' windows back. Returns how many side folders the last one keeps."""
+    commits = sorted((join / "sqlwin" / "state").glob("*.json"), key=lambda p: int(p.stem))
+    for path in commits:
+        data = json.loads(path.read_text())
+        data.pop("retained_windows")
+        path.write_text(json.dumps(data))
+    return sum(len(side) for side in json.loads(commits[-1].read_text())["retained"])
 
 
 # two streams, each with its own watermark (its largest ts - 2 s): (stream, rows (k, v, second)) in arrival order

@@ -63,22 +63,10 @@ class PlannedJoin(JoinStage):
         self.sides: list[PlannedStage] = []  # set by the staged replay once its sides are made
         super().__init__(*args, **kwargs)
 
-    def _side_batch(self, spark: Any, side: int, n: int) -> tuple[int, int | None]:
-        """(panes fired, largest end): some rows where panes fired (the join counts them only as state)."""
+    def _side_batch(self, spark: Any, side: int, n: int) -> tuple[int, list[tuple[int, int]]]:
+        """(panes fired, their windows): some rows where panes fired (the join counts them only as state)."""
         windows = self.sides[side].fired_windows(n)
-        return len(windows), max((end for _, end in windows), default=None)
-
-    def _found(self, spark: Any, previous: int, watermark: int, new: list[int | None]) -> list[tuple[int, int, bool]]:
-        found: set[tuple[int, int]] = set()
-        for i, kept in enumerate(self.retained):
-            if not (watermark > previous or new[i] is not None):
-                continue
-            for n, end in kept.items():
-                if previous < end + self.delay or n == new[i]:
-                    found |= {(ws, we) for ws, we in self.sides[i].fired_windows(n)
-                              if previous < we + self.delay <= watermark or (we + self.delay <= previous and
-                                                                             n == new[i])}
-        return [(ws, we, we + self.delay <= previous) for ws, we in found]
+        return len(windows), sorted(set(windows))
 
     def _emit(self, spark: Any, windows: list[tuple], batch: int) -> None:
         if windows:

@@ -111,6 +111,13 @@ def _unsupported_columns(fmt: str, schema: Any) -> list[str]:
         return []
 
 
+def windows_of(bounds: tuple[str, str]) -> Any:
+    """The aggregate of the distinct windows (start, end in microseconds) of rows whose bounds are ``bounds``."""
+    from pyspark.sql import functions as F
+
+    return F.collect_set(F.array(*(F.unix_micros(F.col(b)) for b in bounds)))
+
+
 class BatchSink:
     """A table of per-micro-batch folders under ``path``, shown to the session as temp view ``name``.
 
@@ -135,10 +142,10 @@ class BatchSink:
         self._view_sql: str | None = None  # the definition last given to the catalog
         self.stop_gate = CatalogGate()  # see sqlwin.streaming.stopping; a table's sinks share one
         self._whole: set[int] = set()  # micro-batch folders seen whole (a write or a clear forgets its own)
-        # a TIMESTAMP column whose largest value (in microseconds) each write also measures, with its row count:
-        # a window join reads its sides' panes by it (``written``: this process's writes, by micro-batch)
-        self.largest_micros: str | None = None
-        self.written: dict[int, tuple[int, int | None]] = {}
+        # the TIMESTAMP columns of a window's bounds, whose windows each write also finds, with its row count: a
+        # window join reads its sides' panes by them (``written``: this process's writes, by micro-batch)
+        self.window_bounds: tuple[str, str] | None = None
+        self.written: dict[int, tuple[int, list[tuple[int, int]]]] = {}
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "writes_here": False}  # pickled to a Spark Connect server: it writes there
@@ -176,12 +183,12 @@ class BatchSink:
         target = self.batch_path(batch)
         observation = Observation()  # counted by the writing job itself: no second job, any format
         measures = [F.count(F.lit(1)).alias("rows")]
-        if self.largest_micros is not None:
-            measures.append(F.max(F.unix_micros(F.col(self.largest_micros))).alias("largest"))
+        if self.window_bounds is not None:
+            measures.append(windows_of(self.window_bounds).alias("windows"))
         self.writer(df.observe(observation, *measures)).save(target)
         measured = observation.get
-        if self.largest_micros is not None:
-            self.written[batch] = (int(measured["rows"]), measured["largest"])
+        if self.window_bounds is not None:
+            self.written[batch] = (int(measured["rows"]), sorted(tuple(w) for w in measured["windows"]))
         if int(measured["rows"]) == 0:  # most no-data micro-batches of the native path emit nothing
             self.clear(batch)
         elif self.compactor is not None:

@@ -27,6 +27,7 @@ from typing import Any
 
 from sqlwin.core.panes import MAX_TIME, MIN_TIME
 from sqlwin.streaming import storage
+from sqlwin.streaming.sinks import windows_of
 from sqlwin.streaming.stages import HIDDEN_BOUNDS, HIDDEN_PANE, JOIN_BATCH, PANES, WindowJoin
 from sqlwin.streaming.state import StateStore
 
@@ -50,10 +51,12 @@ class JoinStage:
         self.last_source_step = 0
         self.retained: list[dict[int, int]] = [{} for _ in join.sides]  # side folder -> its largest window end
         self.retained_rows: list[dict[int, int]] = [{} for _ in join.sides]  # side folder -> its pane rows
+        # side folder -> its windows (start, end): the join finds the windows to join without reading the folders
+        self.retained_windows: list[dict[int, list[tuple[int, int]]]] = [{} for _ in join.sides]
         self.released: dict[str, int] = {}  # "start,end" -> panes the join emitted, while LATE panes may come
         self.counters = {"panes": 0, "micro_batches": 0}
         for output in side_outputs:  # each side's write measures what the join keeps of it: no job to read it
-            output.largest_micros = HIDDEN_BOUNDS[1]
+            output.window_bounds = HIDDEN_BOUNDS
         self._restore()
         self._views(spark, spark.createDataFrame([], PANES_SCHEMA))
         self.sink.set_schema(spark.sql(self.sql).schema)
@@ -72,6 +75,12 @@ class JoinStage:
         self.retained = [{int(k): v for k, v in side.items()} for side in data["retained"]]
         rows = data.get("retained_rows") or [{} for _ in self.retained]  # not kept before alignment's measurements
         self.retained_rows = [{int(k): v for k, v in side.items()} for side in rows]
+        windows = data.get("retained_windows")
+        if windows is None:  # a commit from before windows were kept: the kept folders' windows read once
+            self.retained_windows = [{n: self._measure(self.spark, self.side_outputs[i].batch_path(n))[1]
+                                      for n in side} for i, side in enumerate(self.retained)]
+        else:
+            self.retained_windows = [{int(k): [tuple(w) for w in v] for k, v in side.items()} for side in windows]
         self.released = dict(data["released"])
         self.counters.update(data["counters"])
 
@@ -83,6 +92,8 @@ class JoinStage:
                                   "retained": [{str(k): v for k, v in side.items()} for side in self.retained],
                                   "retained_rows": [{str(k): v for k, v in side.items()}
                                                     for side in self.retained_rows],
+                                  "retained_windows": [{str(k): [list(w) for w in v] for k, v in side.items()}
+                                                       for side in self.retained_windows],
                                   "released": self.released, "counters": self.counters})
         self.next_batch = batch + 1
 
@@ -118,10 +129,11 @@ class JoinStage:
         for i, n in enumerate(side_batches):
             if n is None:
                 continue
-            rows, largest = self._side_batch(spark, i, n)
+            rows, windows = self._side_batch(spark, i, n)
             if rows:
-                self.retained[i][n] = int(largest) if largest is not None else MIN_TIME
+                self.retained[i][n] = max((end for _, end in windows), default=MIN_TIME)
                 self.retained_rows[i][n] = rows
+                self.retained_windows[i][n] = windows
                 new[i] = n
         windows = self._windows(spark, previous, watermark, new)
         self._emit(spark, windows, batch)
@@ -138,8 +150,8 @@ class JoinStage:
         return len(windows)
 
     # -- where the join touches Spark (a planned replay's join answers these from what its sides fired) ----------
-    def _side_batch(self, spark: Any, side: int, n: int) -> tuple[int, int | None]:
-        """(rows, largest window end) of side ``side``'s output micro-batch ``n``."""
+    def _side_batch(self, spark: Any, side: int, n: int) -> tuple[int, list[tuple[int, int]]]:
+        """(rows, windows) of side ``side``'s output micro-batch ``n``."""
         output = self.side_outputs[side]
         return output.written.pop(n, None) or self._measure(spark, output.batch_path(n))
 
@@ -155,27 +167,21 @@ class JoinStage:
         """Side ``side``'s output micro-batch ``n``: no window it holds is joined again."""
         storage.delete(self.side_outputs[side].batch_path(n))
 
-    def _found(self, spark: Any, previous: int, watermark: int, new: list[int | None]) -> list[tuple[int, int, bool]]:
+    def _found(self, previous: int, watermark: int, new: list[int | None]) -> list[tuple[int, int, bool]]:
         """(start, end, late) of every window of the kept side outputs to join now: its end passed now, or (late)
-        a side brought a pane of it again."""
-        from pyspark.sql import functions as F
-
-        parts = []
+        a side brought a pane of it again. From the windows each kept output holds: no Spark job."""
+        found: dict[tuple[int, int], bool] = {}
         for i, kept in enumerate(self.retained):
-            due = [n for n, end in kept.items() if previous < end + self.delay or n == new[i]]
-            if watermark > previous or new[i] is not None:
-                parts += [spark.read.parquet(self.side_outputs[i].batch_path(n)).select(
-                    F.unix_micros(HIDDEN_BOUNDS[0]).alias("ws"), F.unix_micros(HIDDEN_BOUNDS[1]).alias("we"),
-                    F.lit(n == new[i]).alias("new")) for n in due]
-        if not parts:
-            return []
-        union = parts[0]
-        for part in parts[1:]:
-            union = union.unionByName(part)
-        due_at = F.col("we") + self.delay
-        found = union.where(((due_at > previous) & (due_at <= watermark)) | ((due_at <= previous) & F.col("new"))) \
-            .groupBy("ws", "we").agg(F.max(due_at <= previous).alias("late")).collect()
-        return [(row["ws"], row["we"], row["late"]) for row in found]
+            if not (watermark > previous or new[i] is not None):
+                continue
+            for n, end in kept.items():
+                if not (previous < end + self.delay or n == new[i]):
+                    continue
+                for ws, we in self.retained_windows[i][n]:
+                    due_at = we + self.delay
+                    if previous < due_at <= watermark or (due_at <= previous and n == new[i]):
+                        found[(ws, we)] = found.get((ws, we), False) or due_at <= previous
+        return [(ws, we, late) for (ws, we), late in found.items()]
 
     def _side_rows(self, spark: Any, side: int, kept: list[int]) -> Any:
         """The rows of side ``side``'s output micro-batches ``kept``, each with its micro-batch (``__jb``)."""
@@ -190,21 +196,21 @@ class JoinStage:
         return rows
 
     @staticmethod
-    def _measure(spark: Any, path: str) -> tuple[int, int | None]:
-        """(rows, largest window end) of a side's folder that another run wrote (a micro-batch run again after a
-        crash whose side stage had committed it): read back; no folder, no rows."""
+    def _measure(spark: Any, path: str) -> tuple[int, list[tuple[int, int]]]:
+        """(rows, windows) of a side's folder that another run wrote (a micro-batch run again after a crash whose
+        side stage had committed it): read back; no folder, no rows."""
         from pyspark.sql import functions as F
 
         if not storage.exists(path):
-            return 0, None
-        row = spark.read.parquet(path).agg(F.count(F.lit(1)), F.max(F.unix_micros(HIDDEN_BOUNDS[1]))).first()
-        return int(row[0]), row[1]
+            return 0, []
+        row = spark.read.parquet(path).agg(F.count(F.lit(1)), windows_of(HIDDEN_BOUNDS)).first()
+        return int(row[0]), sorted(tuple(w) for w in row[1])
 
     def _windows(self, spark: Any, previous: int, watermark: int, new: list[int | None]) -> list[tuple]:
         """The windows this micro-batch joins, each with its pane: ON_TIME where the watermark passed its end
         now, LATE where a side brought a pane of a window joined before."""
         windows = []
-        for ws, we, late in sorted(self._found(spark, previous, watermark, new), key=lambda r: (r[1], r[0])):
+        for ws, we, late in sorted(self._found(previous, watermark, new), key=lambda r: (r[1], r[0])):
             key = f"{ws},{we}"
             if late:
                 index = self.released.get(key, 1)
@@ -225,6 +231,7 @@ class JoinStage:
                     gone.append((i, n))
                     del kept[n]
                     self.retained_rows[i].pop(n, None)
+                    self.retained_windows[i].pop(n, None)
         for key in list(self.released):
             if int(key.split(",")[1]) + self.delay <= watermark - self.lateness:
                 del self.released[key]
