@@ -126,22 +126,13 @@ def test_window_join_and_cascade_live_and_replayed(spark, tmp_path, monkeypatch,
                 joined.process_all_available()
             cascade.process_all_available()
         assert crash["done"] and any(rows for rows, _ in read_back)
-        live_join = _rows(spark.table("stages_join"), ["lk", "rk", "s", "c", "ws", *PANE, "micro_batch"])
-        live_cascade = _rows(spark.table("stages_cascade"), ["window_start", "window_end", "total",
-                                                                "inner_windows", *PANE, "micro_batch"])
-        assert sorted((r[:-1] for r in live_join), key=_order) == sorted(JOIN_LIVE, key=_order)
-        assert sorted((r[:-1] for r in live_cascade), key=_order) == CASCADE_LIVE
-        assert _rows(spark.table("stages_late"), ["k", "v", "window_start", "reason"]) == [("a", 7, at(0), "late")]
+        live_join, live_cascade = _hand_worked(spark, "stages_join", "stages_cascade", "stages_late")
         status = {s.name: s for s in (joined.status(), cascade.status())}
         assert status["stages_join"].late_rows_dropped == 2  # L's row past its lateness, R's late row
         assert status["stages_join"].rows_in == sum(len(f) for f in FILES)
 
         # the same rows replayed in the same micro-batches: the same panes, and the rest at the end of input
-        data = [(k, v, at(s), side, f) for f, rows in enumerate(FILES) for k, v, s, side in rows]
-        spark.createDataFrame(data, "k string, v int, ts timestamp, side string, f int") \
-            .createOrReplaceTempView("stages_rows")
-        sqlwin.sql(spark, "CREATE STREAM r_stages FROM TABLE stages_rows ARRIVAL ORDER BY f MICRO BATCH BY f "
-                          "WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS")
+        _replayed_files(spark, "r_stages")
         replay_join = _rows(sqlwin.sql(spark, JOIN.format(s="r_stages", late="stages_late_replayed")),
                               ["lk", "rk", "s", "c", "ws", *PANE, "micro_batch"])
         replay_cascade = _rows(sqlwin.sql(spark, CASCADE.format(s="r_stages")),
@@ -204,19 +195,10 @@ def test_files_already_waiting_give_the_panes_of_files_arriving_one_at_a_time(sp
         # the cascade's inner stage had committed the step its outer stage died in; no part of the join had
         assert crashes == {"waiting_cascade": ((1, 1), [(1, 1), (0, 1)]),
                            "waiting_join": ((0, 2), [(0, 1), (0, 1), (0, 1)])}
-        live_join = _rows(spark.table("waiting_join"), ["lk", "rk", "s", "c", "ws", *PANE, "micro_batch"])
-        live_cascade = _rows(spark.table("waiting_cascade"), ["window_start", "window_end", "total",
-                                                              "inner_windows", *PANE, "micro_batch"])
-        assert sorted((r[:-1] for r in live_join), key=_order) == sorted(JOIN_LIVE, key=_order)
-        assert sorted((r[:-1] for r in live_cascade), key=_order) == CASCADE_LIVE
-        assert _rows(spark.table("waiting_late"), ["k", "v", "window_start", "reason"]) == [("a", 7, at(0), "late")]
+        live_join, live_cascade = _hand_worked(spark, "waiting_join", "waiting_cascade", "waiting_late")
 
         monkeypatch.setattr(StateStore, "commit", commit)  # replayed: the same micro-batch numbers
-        data = [(k, v, at(s), side, f) for f, rows in enumerate(FILES) for k, v, s, side in rows]
-        spark.createDataFrame(data, "k string, v int, ts timestamp, side string, f int") \
-            .createOrReplaceTempView("waiting_rows")
-        sqlwin.sql(spark, "CREATE STREAM r_waiting FROM TABLE waiting_rows ARRIVAL ORDER BY f MICRO BATCH BY f "
-                          "WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS")
+        _replayed_files(spark, "r_waiting")
         assert set(live_join) <= set(_rows(sqlwin.sql(spark, JOIN.format(s="r_waiting", late="waiting_late_r")),
                                            ["lk", "rk", "s", "c", "ws", *PANE, "micro_batch"]))
         assert set(live_cascade) <= set(_rows(sqlwin.sql(spark, CASCADE.format(s="r_waiting")),
@@ -227,6 +209,27 @@ def test_files_already_waiting_give_the_panes_of_files_arriving_one_at_a_time(sp
             table.stop()
             catalog.remove_table(table.name)
         catalog.drop_stream(spark, "s_waiting")
+
+
+def _hand_worked(spark, join: str, cascade: str, late: str) -> tuple[list[tuple], list[tuple]]:
+    """The live tables ``join`` and ``cascade`` (over FILES) checked against the hand-worked panes and late rows;
+    their rows, each with its micro-batch."""
+    live_join = _rows(spark.table(join), ["lk", "rk", "s", "c", "ws", *PANE, "micro_batch"])
+    live_cascade = _rows(spark.table(cascade), ["window_start", "window_end", "total", "inner_windows", *PANE,
+                                                "micro_batch"])
+    assert sorted((r[:-1] for r in live_join), key=_order) == sorted(JOIN_LIVE, key=_order)
+    assert sorted((r[:-1] for r in live_cascade), key=_order) == CASCADE_LIVE
+    assert _rows(spark.table(late), ["k", "v", "window_start", "reason"]) == [("a", 7, at(0), "late")]
+    return live_join, live_cascade
+
+
+def _replayed_files(spark, name: str) -> None:
+    """Replay stream ``name`` of FILES' rows, one micro-batch per file (as the live tables read them)."""
+    data = [(k, v, at(s), side, f) for f, rows in enumerate(FILES) for k, v, s, side in rows]
+    spark.createDataFrame(data, "k string, v int, ts timestamp, side string, f int") \
+        .createOrReplaceTempView(f"{name}_rows")
+    sqlwin.sql(spark, f"CREATE STREAM {name} FROM TABLE {name}_rows ARRIVAL ORDER BY f MICRO BATCH BY f "
+                      "WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS")
 
 
 def _as_before_windows_were_kept(join: Path) -> int:
