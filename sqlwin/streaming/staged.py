@@ -165,8 +165,7 @@ class StagedOperator(StoppableBatches):
                         source_step=source_step)
                 produced.append(op.next_batch - 1 if op.next_batch > before else None)
             else:  # it committed this step before a crash: its panes are in its output
-                produced.append(op.next_batch - 1 if (op.last_source_batch, op.last_source_step) ==
-                                (source_batch, source_step) else None)
+                produced.append(op.next_batch - 1 if _position(op) == (source_batch, source_step) else None)
         if self.join is not None:
             sides = [s.stage for s in self.shape.join.sides]
             self.join.forward(min(self.ops[s.index].in_force for s in sides))
@@ -274,5 +273,9 @@ class StagedOperator(StoppableBatches):
 def _ran(part: Any, source_batch: int | None, source_step: int) -> bool:
     """Whether ``part`` (a stage, the join) ran step ``source_step`` of Spark's micro-batch ``source_batch``
     before a crash (replay's steps have no Spark micro-batch: never)."""
-    return source_batch is not None and \
-        (source_batch, source_step) <= (part.last_source_batch, part.last_source_step)
+    return source_batch is not None and (source_batch, source_step) <= _position(part)
+
+
+def _position(part: Any) -> tuple[int, int]:
+    """The last step ``part`` ran: (Spark's micro-batch, its step in it)."""
+    return part.last_source_batch, part.last_source_step

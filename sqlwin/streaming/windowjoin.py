@@ -180,7 +180,7 @@ class JoinStage:
                 for ws, we in self.retained_windows[i][n]:
                     due_at = we + self.delay
                     if previous < due_at <= watermark or (due_at <= previous and n == new[i]):
-                        found[(ws, we)] = found.get((ws, we), False) or due_at <= previous
+                        found[(ws, we)] = due_at <= previous  # late: joined before (a function of its end)
         return [(ws, we, late) for (ws, we), late in found.items()]
 
     def _side_rows(self, spark: Any, side: int, kept: list[int]) -> Any:
