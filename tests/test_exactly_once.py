@@ -119,8 +119,8 @@ spark.stop()
 JUMP = 6  # file JUMP moves event time 30 s ahead: in the next micro-batch windows fire and expire at once
 # sqlwin's number of that next micro-batch: one micro-batch a file, each followed by the no-data micro-batch its
 # watermark made due (run inside the file's Spark micro-batch), so file JUMP's micro-batch is 9 and FIRES the
-# no-data one after it (killed in its commit, Spark's micro-batch of file JUMP is run again: committed, it asks
-# for a tick, and that micro-batch of ticks alone fires the windows)
+# no-data one after it (killed in its commit, Spark's micro-batch of file JUMP is run again: its rows committed,
+# it runs that no-data micro-batch, which fires the windows, before the next file is read)
 FIRES = 10
 
 

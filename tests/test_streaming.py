@@ -106,13 +106,12 @@ def test_lateness_late_panes_and_late_rows(spark, env, monkeypatch):
     assert table.operator.ticks.asked == 0
 
 
-def test_a_crash_before_the_panes_a_micro_batch_made_due_resumes_with_a_tick(spark, env, monkeypatch):
+def test_a_crash_before_the_panes_a_micro_batch_made_due_runs_them_in_the_re_run(spark, env, monkeypatch):
     """The Spark micro-batches of f1 and of f3 die after sqlwin committed the file's micro-batch, before the no-data
     one that fires [0, 10) (then [10, 20)): the table fails; started again, Spark runs the file's micro-batch
-    again, sqlwin finds it committed and asks for a tick. After f1 nothing else waits: that micro-batch of ticks
-    alone (known to have no rows from Spark's plan of it, stepped without a Spark job over it) fires [0, 10) as
-    micro-batch 2. After f3, f4 was written meanwhile and Spark reads the tick with it: [10, 20) fires first (5),
-    then f4's row is dropped (6). The panes and late rows of the uninterrupted run."""
+    again, sqlwin finds its rows committed (no Spark job reads them again) and runs the no-data micro-batch there,
+    no tick asked: [0, 10) fires as micro-batch 2. After f3, f4 was written meanwhile: [10, 20) fires in f3's
+    re-run (5), before f4's micro-batch drops f4's row (6). The panes and late rows of the uninterrupted run."""
     from sqlwin.streaming import sources
     from sqlwin.streaming.operator import MicroBatchOperator
     from sqlwin.streaming.timewindows import TimeWindowAssigner
@@ -156,12 +155,14 @@ def test_a_crash_before_the_panes_a_micro_batch_made_due_resumes_with_a_tick(spa
     feeder.feed(BATCHES[:1], table)
     feeder.write(BATCHES[1])
     table = crash_then_start_again(table)
-    # f1's Spark micro-batch again (committed: not even read), then the tick alone
-    assert crashed == [2] and answers == [True] and len(scans) == 2
+    # f1's Spark micro-batch again (its rows committed: not even read), the no-data one inside it
+    assert crashed == [2] and answers == [] and len(scans) == 2 and table.operator.ticks.asked == 0
+    assert table.status().micro_batches == 3
     feeder.feed(BATCHES[2:3], table)
     feeder.write(BATCHES[3])
     table = crash_then_start_again(table, waiting=BATCHES[4])
-    assert crashed == [2, 5] and answers == [False] and len(scans) == 5  # the tick with f4's rows
+    # f3's again (the no-data one inside it), then f4's alone: Spark's plan of it holds rows, no tick
+    assert crashed == [2, 5] and answers == [False] and len(scans) == 5 and table.operator.ticks.asked == 0
     assert rows_of(spark.table("crash_out"), PANE_COLUMNS) == BATCHES_PANES
     assert rows_of(spark.table("crash_late"), LATE_COLUMNS) == BATCHES_LATE
     assert table.status().micro_batches == 7

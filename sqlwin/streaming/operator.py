@@ -16,10 +16,11 @@ watermark in force (computed at the end of the previous micro-batch) and ``P`` i
 3. Spark computes every fired pane with the user's own query over that pane's stored rows
    (``sqlwin.streaming.panequery``), and the result is written as micro-batch ``n`` of the sink. With
    EVICT, Spark first evicts over each fired pane's contents (``sqlwin.streaming.evictors``).
-4. The watermark advances (max ts minus the delay; the idle rule of GRAMMAR 3); if it moved, or a
-   processing-time timer is pending, the operator asks for a no-data micro-batch (tick source), just as
-   Spark runs one for its own stateful operators. Windows therefore fire in the micro-batch *after* the
-   one whose rows moved the watermark past their end.
+4. The watermark advances (max ts minus the delay; the idle rule of GRAMMAR 3); if a window's timer is due
+   then, the no-data micro-batch that fires it runs at once, inside the same Spark micro-batch (``_fire_due``),
+   as Spark runs one for its own stateful operators; a pending processing-time timer or idle deadline asks the
+   tick source for a micro-batch at its time. Windows therefore fire in the micro-batch *after* the one whose
+   rows moved the watermark past their end.
 
 Rows never cross into Python; a micro-batch is committed by writing ``state/<n>.json`` last (every role's
 state: ``sqlwin.streaming.committer``), and every write before it replaces its own folder, so a micro-batch
@@ -205,8 +206,12 @@ class MicroBatchOperator(StoppableBatches):
     # -- the foreachBatch entry point (run_batch: StoppableBatches) -----------------------------
     def _run_batch(self, batch_df: Any, source_batch: int) -> None:
         if source_batch <= self.last_source_batch:
-            # committed before a crash: Spark re-runs it, sqlwin already wrote it; but the crash may have come
-            # before the commit asked for its no-data micro-batch, so ask again (the same tick: no batch twice)
+            # committed before a crash: Spark re-runs it, sqlwin already stepped its rows (not read again); the
+            # crash may have come before the no-data step they made due, which runs now, as it would have
+            if source_batch == self.last_source_batch:
+                self.current_processing_time = self.store.begin(source_batch, self.clock())
+                if self.wants_micro_batch():
+                    self._fire_due(batch_df.sparkSession, self.current_processing_time)
             self._ask_for_next_batch(source_batch)
             return
         processing_time = self.store.begin(source_batch, self.clock())
@@ -233,9 +238,9 @@ class MicroBatchOperator(StoppableBatches):
         that file's rows in them: the panes depended on when files came, and differed from replay's). The
         same panes, numbered the same as a replay's (sqlwin numbers its own micro-batches), written a Spark
         micro-batch sooner, and Spark's cost of a micro-batch paid once; it runs at this micro-batch's processing
-        time. A crash after the rows' commit leaves Spark's micro-batch uncommitted: its re-run finds it
-        committed and asks for the tick, and whichever Spark micro-batch reads that tick runs this one before
-        its own rows. (A staged query runs as many as its stages need: ``StagedOperator.settle``.)"""
+        time. A crash after the rows' commit leaves Spark's micro-batch uncommitted: its re-run finds the rows
+        committed and runs this one then, before any later file is read. (A staged query runs as many as its
+        stages need: ``StagedOperator.settle``, resumed at the step a crash interrupted likewise.)"""
         self.step(spark, None, processing_time)
 
     def stream_marks(self) -> dict[str, StreamMark]:
