@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sqlwin
-from sqlwin.streaming import countreplay, sessionreplay, trace
+from sqlwin.streaming import catalog, countreplay, sessionreplay, trace
 from sqlwin.streaming import plannedreplay as replay_module
 from sqlwin.streaming.engines import ColumnarEngine
 from sqlwin.streaming.operator import MicroBatchOperator
@@ -185,6 +185,26 @@ def test_null_micro_batch_key_rows_are_not_lost(spark):
                               "EMIT WITH TRIGGER AFTER COUNT 100 LATE ROWS TO pr_nulls_late").collect()
     assert {r.k: r.c for r in panes} == {"a": 7, "b": 5}  # the global window's expiry pane holds every row
     assert spark.table("pr_nulls_late").count() == 0
+
+
+@pytest.mark.parametrize(("order", "first"), [("seq", 1000), ("seq ASC NULLS FIRST", 1000), ("seq, v", 30)])
+def test_micro_batches_arrive_in_the_order_of_their_first_rows(spark, order, first):
+    """``ARRIVAL ORDER BY`` that does not start with the ``MICRO BATCH BY`` value: a micro-batch arrives with its
+    first row, NULL first (as ORDER BY ... ASC). Hand-worked, a pane per micro-batch holding the sum of its rows:
+    w (first row NULL), y (NULL), z (1), x (5); w and y tie on ``seq`` alone and then arrive in the order of their
+    own value (w first), and by ``seq, v`` y's (NULL, 10) comes before w's (NULL, 1000). One arrival key is
+    ordered from aggregates Spark hashes, several from the MIN of a struct."""
+    spark.sql("SELECT *, TIMESTAMP '2024-01-01 00:00:00' AS ts FROM VALUES ('x', 5, 1), ('x', 7, 2), "
+              "('y', NULL, 10), ('y', 9, 20), ('z', 1, 100), ('z', 3, 200), ('w', NULL, 1000) "
+              "AS t(grp, seq, v)").createOrReplaceTempView("pr_arrival")
+    sqlwin.sql(spark, f"CREATE STREAM pr_arrival_s FROM TABLE pr_arrival ARRIVAL ORDER BY {order} MICRO BATCH BY grp "
+                      "WATERMARK FOR ts AS ts")
+    try:
+        panes = sqlwin.sql(spark, "SELECT SUM(v) AS s FROM pr_arrival_s "
+                                  "EMIT WITH TRIGGER REPEATEDLY AFTER COUNT 1 DISCARDING").collect()
+        assert sorted((r.micro_batch, r.s) for r in panes) == [(0, first), (1, 1030 - first), (2, 300), (3, 3)]
+    finally:
+        catalog.drop_stream(spark, "pr_arrival_s")
 
 
 @st.composite

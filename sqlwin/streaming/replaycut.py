@@ -58,7 +58,12 @@ class Cut:
         elif all(ascending):
             # a micro-batch arrives with its first row: order the groups by their least arrival key (a struct
             # orders field by field, NULLs first, as ORDER BY ... ASC does): no sort of the whole table
-            self.first = F.min(F.struct(*[F.expr(o.this.sql("spark")) for o in items]))
+            keys = [F.expr(o.this.sql("spark")) for o in items]
+            if len(keys) == 1:  # the same order from aggregates Spark hashes (the MIN of a struct it sorts for)
+                self.first = F.struct((F.count(F.lit(1)) == F.count(keys[0])).alias("no_null"),
+                                      F.min(keys[0]).alias("least"))
+            else:
+                self.first = F.min(F.struct(*keys))
         else:
             self.rows = self.rows.selectExpr("*", f"ROW_NUMBER() OVER (ORDER BY {order}) AS __sqlwin_arrival") \
                 .localCheckpoint()
