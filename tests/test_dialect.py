@@ -282,6 +282,19 @@ def test_all_clauses_any_order_stored_on_select() -> None:
     assert set(n.SELECT_CLAUSE_KEYS) <= set(a.args)
 
 
+@pytest.mark.parametrize("trigger", ["AFTER WATERMARK", "AFTER WATERMARK EARLY EVERY 2 ROWS",
+                                     "AFTER WATERMARK LATE EVERY 1 ROWS", "REPEATEDLY AFTER WATERMARK",
+                                     "EVERY 1 ROWS UNTIL AFTER WATERMARK",
+                                     "AFTER WATERMARK EARLY AFTER WATERMARK LATE AFTER COUNT 2"])
+def test_late_rows_to_after_a_trigger_that_ends_in_after_watermark(trigger: str) -> None:
+    """LATE after AFTER WATERMARK starts its LATE sub-trigger, but LATE ROWS TO is the clause (no trigger starts
+    with ROWS): the same statement as with the clauses the other way round."""
+    after = q(f"EMIT WITH TRIGGER {trigger} LATE ROWS TO lr")
+    before = q(f"LATE ROWS TO lr EMIT WITH TRIGGER {trigger}")
+    assert after.args["emit"] == before.args["emit"] and after.args["late_rows_to"].this.name == "lr"
+    assert generate(after) == generate(before) == generate(parse_one(generate(after)))
+
+
 def test_clauses_print_between_having_and_order_by() -> None:
     tree = parse_one("SELECT k FROM t GROUP BY k HAVING COUNT(*) > 1 LIMIT 3 EMIT FINAL")
     assert generate(tree) == "SELECT k FROM t GROUP BY k HAVING COUNT(*) > 1 EMIT FINAL LIMIT 3"

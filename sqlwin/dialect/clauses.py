@@ -199,7 +199,10 @@ class ClauseParserMixin(_Base):
             early = late = None
             if self._match_text_seq("EARLY"):
                 early = self._parse_trigger_unary()
-            if self._match_text_seq("LATE"):
+            # LATE ROWS TO is the clause that may follow the trigger (GRAMMAR 4: clauses in any order)
+            late_rows_to = self._next is not None and self._next.token_type == TokenType.ROWS
+            if self._word() == "LATE" and not late_rows_to:
+                self._advance()
                 late = self._parse_trigger_unary()
             return n.TriggerAfterWatermark(early=early, late=late)
         if word == "PROCESSING":
