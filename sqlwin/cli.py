@@ -284,6 +284,10 @@ logger.native.name = org.apache.hadoop.util.NativeCodeLoader
 logger.native.level = error
 logger.stream.name = org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution
 logger.stream.level = off
+logger.task.name = org.apache.spark.executor.Executor
+logger.task.level = off
+logger.taskset.name = org.apache.spark.scheduler.TaskSetManager
+logger.taskset.level = off
 """
 
 
@@ -292,7 +296,8 @@ def quiet_spark_conf(conf: dict[str, str]) -> dict[str, str]:
 
     Spark's default profile prints several lines at start-up; a custom file whose root level
     equals the shell's (WARN) prints none. A streaming query that fails is logged with its Java stack trace
-    by MicroBatchExecution: silenced, since ``sqlwin run`` reports it in the statement's terms. Skipped when
+    by MicroBatchExecution, and a task that fails (a bad cast in the data) by the executor and the task set:
+    silenced, since ``sqlwin run`` reports the failure in the statement's terms. Skipped when
     SQLWIN_SPARK_LOG_LEVEL asks for more.
     """
     import tempfile

@@ -144,7 +144,13 @@ def _streaming(spark: Any, plan_obj: object) -> bool:
 
 
 def execute_statement(spark: Any, text: str, plan: str = "auto") -> StatementResult:
-    """Run one statement on Spark; EXPLAIN REWRITE returns the produced SQL instead."""
+    """Run one statement on Spark; EXPLAIN REWRITE returns the produced SQL instead. A Spark error on the way
+    reaches the caller as sqlwin reports it, not also as pyspark's JSON record (with its Java stack) on stderr."""
+    with diagnostics.unlogged_spark_errors():
+        return _execute(spark, text, plan)
+
+
+def _execute(spark: Any, text: str, plan: str) -> StatementResult:
     compiled = compile_statement(text, "spark", catalog=spark, plan=plan, spark=spark)
     if not compiled.sql and _streaming(spark, compiled.plan):
         from sqlwin.streaming.statements import execute

@@ -177,6 +177,22 @@ def test_run_prints_the_result_tables():
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
+def test_a_task_that_fails_is_one_error_line(tmp_path: Path):
+    """A value the query cannot cast fails a Spark task: the run ends with sqlwin's one error, not the executor's
+    and the task set's logs of it (a Java stack and sqlwin's generated SQL) before it."""
+    path = tmp_path / "cast.sql"
+    path.write_text("CREATE OR REPLACE TEMPORARY VIEW bids AS SELECT * FROM VALUES\n"
+                    "  (TIMESTAMP '2020-04-15 08:05:00', 'C') AS t(bidtime, item);\n"
+                    "SELECT window_start, SUM(CAST(item AS INT)) AS s\n"
+                    "FROM TUMBLE(TABLE bids, DESCRIPTOR(bidtime), INTERVAL '10' MINUTES)\n"
+                    "GROUP BY window_start, window_end;\n")
+    proc = sqlwin_cmd("run", str(path))
+    assert_clean_error(proc)
+    assert "error: [CAST_INVALID_INPUT] The value 'C'" in proc.stderr and f"--> {path}:3" in proc.stderr
+    assert "Executor" not in proc.stderr and "TaskSetManager" not in proc.stderr and "__" not in proc.stderr
+
+
 def test_execute_then_a_failing_file(spark, bad_file: Path, capfd: pytest.CaptureFixture[str],
                                      monkeypatch: pytest.MonkeyPatch):
     """``cli.main`` in this process (its Spark is the session's: no JVM of its own; the subprocess path of

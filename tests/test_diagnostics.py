@@ -37,9 +37,11 @@ def assert_user_terms(message: str) -> None:
 
 
 @pytest.mark.parametrize("case", CORPUS, ids=IDS)
-def test_wrong_query_through_the_api(tables, case) -> None:
+def test_wrong_query_through_the_api(tables, case, capfd) -> None:
     with pytest.raises(SqlwinError) as info:
         sqlwin.sql(tables, case["sql"])
+    # the error as sqlwin reports it, not also pyspark's JSON record of the Spark error with its Java stack
+    assert "QueryContextLogger" not in capfd.readouterr().err
     err = info.value
     assert case["message"] in err.message
     assert [err.line, err.col] == case["at"], str(err)
