@@ -364,6 +364,7 @@ _CONDITION = re.compile(r"\[([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)\] ([^\n]*)")
 _EXCEPTION_LINE = re.compile(r"^(?:Caused by: )?([\w.$]*(?:Error|Exception)): (\S[^\n]*)$", re.MULTILINE)
 _SQL_CONTEXT = re.compile(r"== SQL[^\n]*\(line \d+, position \d+\) ==\n([^\n]*)\n( *)(\^+)")
 _SECTIONS = re.compile(r"\n\s*(?:=== Streaming Query ===|JVM stacktrace:)")
+_READ_FILE = re.compile(r"\[FAILED_READ_FILE[A-Z_.]*\] Encountered error while reading file (\S+?)\.?\s")
 
 
 def runtime_failure(err: BaseException | str, text: str, prefix: str = "") -> SqlwinError:
@@ -381,6 +382,9 @@ def runtime_failure(err: BaseException | str, text: str, prefix: str = "") -> Sq
         position, message = (int(own.group(1)), int(own.group(2))), own.group(3)
     condition = _condition_of(message)
     message = prefix + (clean_message(message, text) if text else message)
+    read = _READ_FILE.search(raw)  # a row of a stream's file that cannot be read: which file to replace
+    if read and read.group(1) not in message:
+        message += f" (reading {read.group(1)})"
     contexts = _SQL_CONTEXT.findall(raw)
     if contexts and text and position is None:
         snippet, lead, carets = contexts[-1]

@@ -246,6 +246,46 @@ def test_a_division_by_zero_under_ansi_mode_and_a_restart_with_ansi_off(spark, t
             catalog.remove_table("rt_div_out")
 
 
+@pytest.mark.slow
+def test_a_value_the_declared_column_cannot_hold_fails_the_table_and_names_its_file(spark, tmp_path, monkeypatch):
+    """``"v": "abc"`` for ``v INT``: Spark's default (PERMISSIVE) would make it NULL, the row then silently in a
+    pane with v NULL. As Flink's json format (``ignore-parse-errors`` false), both paths fail, one line naming
+    the file to replace; ``OPTIONS (mode 'PERMISSIVE')`` asks for Spark's NULLs, and gets them."""
+    monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(tmp_path / "root"))
+    rows = [{"k": "a", "v": 1, "ts": ts(1)}, {"k": "a", "v": "abc", "ts": ts(2)}]
+    names = []
+    try:
+        for mode, options in (("failfast", ""), ("permissive", ", mode 'PERMISSIVE'")):
+            feeder = Feeder(tmp_path / mode)
+            feeder.write(rows)
+            sqlwin.sql(spark, f"CREATE STREAM rt_{mode} (k STRING, v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - "
+                              f"INTERVAL 2 SECONDS) USING json OPTIONS (path '{tmp_path / mode}'{options})")
+            query = (f"SELECT window_start, k, SUM(v) AS s, COUNT(*) AS c FROM TUMBLE(TABLE rt_{mode}, "
+                     "DESCRIPTOR(ts), INTERVAL 10 SECONDS) GROUP BY window_start, window_end, k")
+            for path, clause in (("native", ""), ("custom", " ALLOWED LATENESS INTERVAL 1 SECOND")):
+                name = f"rt_{mode}_{path}"
+                names.append(name)
+                sqlwin.sql(spark, f"CREATE STREAMING TABLE {name} AS {query}{clause}")
+                table = catalog.find_table(name)
+                assert table.path == path
+                if mode == "failfast":
+                    with pytest.raises(SqlwinError, match=r"\[CANNOT_PARSE_JSON_FIELD\] Cannot parse the field "
+                                                          r"name 'v' and the value abc"):
+                        table.process_all_available()
+                    line = _status_line(table)
+                    assert line.endswith(f"(reading {(tmp_path / mode / 'f00000.json').as_uri()})"), line
+                    assert "\n" not in line and not INTERNAL.search(line), line
+                else:
+                    feeder.feed([[{"k": "a", "v": 5, "ts": ts(30)}]], table)
+                    assert rows_of(spark.table(name), ["window_start", "k", "s", "c"]) == [(T, "a", 1, 2)]
+    finally:
+        for name in names:
+            table = catalog.find_table(name)
+            if table is not None:
+                table.stop()
+                catalog.remove_table(name)
+
+
 # -- generated and mutated statements ---------------------------------------------------------------
 COLUMNS = ["k", "v", "price", "ts", "window_start", "window_end", "window_time", "nope", "kk"]
 TVFS = ["TUMBLE(TABLE {s}, DESCRIPTOR(ts), INTERVAL 10 SECONDS)",

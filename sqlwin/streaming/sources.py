@@ -28,6 +28,18 @@ FILE_FORMATS = ("json", "csv", "parquet", "orc", "xml", "avro")  # read with the
 RATE_FORMATS = ("rate", "rate-micro-batch")  # (timestamp, value) taken by position
 VALUE_FORMAT = "value.format"  # OPTIONS key: parse the declared columns from the source's value column
 VALUE_FORMATS = ("json", "csv")
+PARSED_FORMATS = ("json", "csv", "xml")  # text parsed into the declared columns: a ``mode`` decides bad text
+
+
+def failing_on_malformed(fmt: str, options: dict[str, str]) -> dict[str, str]:
+    """``options`` with ``mode`` FAILFAST unless the user gave one, for formats that parse text: a row whose
+    text does not fit the declared columns (a truncated line, ``"v": "abc"`` for an INT) fails the table with
+    Spark's error, as Flink's json and csv formats fail the job (``ignore-parse-errors`` is false by default),
+    where Spark's PERMISSIVE default would silently make the row's values NULL (in no window, in no LATE ROWS
+    TO). ``OPTIONS (mode 'PERMISSIVE')`` asks for Spark's behaviour."""
+    if fmt in PARSED_FORMATS and not any(k.lower() == "mode" for k in options):
+        return {**options, "mode": "FAILFAST"}
+    return options
 
 
 class TickFile:
@@ -155,6 +167,7 @@ def source_dataframe(spark: Any, stream: CreateStream) -> Any:
                                           "OPTIONS (path '<directory>'): new files there are new data")
     if stream.format == "csv":
         options.setdefault("header", "true")
+    options = failing_on_malformed(stream.format, options)
     storage.makedirs(path)  # a stream over a folder that does not exist yet is empty, not an error
     return spark.readStream.format(stream.format).schema(schema_ddl(stream)).options(**options).load(path)
 
@@ -166,6 +179,7 @@ def read_files(spark: Any, stream: CreateStream, files: list[str]) -> Any:
     options = {k: v for k, v in given.items() if k.lower() not in ("path", "maxfilespertrigger")}
     if stream.format == "csv":
         options.setdefault("header", "true")
+    options = failing_on_malformed(stream.format, options)
     df = spark.read.format(stream.format).schema(schema_ddl(stream)).options(**options).load(files)
     return with_computed(df, stream, with_proctime=False)
 
@@ -212,7 +226,8 @@ def _parsed_value(stream: CreateStream, df: Any, value_format: str) -> Any:
                                           f"(its columns: {', '.join(f.name for f in df.schema.fields)})")
     parse = F.from_json if value_format == "json" else F.from_csv
     value = F.col("value").cast("string")
-    parsed = df.select(parse(value, schema_ddl(stream)).alias("__sqlwin_value"))
+    mode = failing_on_malformed(value_format, {k: v for k, v in stream.options.items() if k.lower() == "mode"})
+    parsed = df.select(parse(value, schema_ddl(stream), mode).alias("__sqlwin_value"))
     return parsed.select("__sqlwin_value.*")
 
 
