@@ -13,7 +13,7 @@ from sqlwin.diagnostics import read_failure
 from sqlwin.errors import SqlwinError
 from sqlwin.plan import statements as st
 from sqlwin.results import StatementResult
-from sqlwin.streaming import alignment, catalog, registry, storage, tableviews, trace
+from sqlwin.streaming import alignment, catalog, registry, storage, tablefolders, tableviews, trace
 from sqlwin.streaming.analysis import check_as_batch, in_user_terms, start_cleanly
 from sqlwin.streaming.compaction import CompactionPolicy
 from sqlwin.streaming.names import check_outputs, check_replay_outputs, check_stream_name
@@ -21,7 +21,7 @@ from sqlwin.streaming.shape import StreamingShape
 from sqlwin.streaming.sinks import sink_format
 from sqlwin.streaming.sources import expand_conf, stream_dataframe
 from sqlwin.streaming.stages import StagedShape, analyse_query
-from sqlwin.streaming.tables import StreamingTable, latest_view_sql, table_location
+from sqlwin.streaming.tables import StreamingTable, latest_view_sql, sink_folders, table_location
 
 STREAMING_PLANS = (st.CreateStream, st.CreateReplayStream, st.CreateStreamingTable, st.ShowStreamingTables,
                    st.StopStreamingTable, st.DropStreamingTable)
@@ -122,12 +122,15 @@ class PreparedTable:
     fmt: str | None
     options: dict[str, str]
     clock: Callable[[], int] | None = None
+    query_sql: str = ""  # the query, as its folder records it (``tablefolders``)
 
     def start(self) -> StreamingTable:
         """Make and start the table; if that fails, nothing is left running and the folder it made is gone."""
-        return start_cleanly(lambda: StreamingTable(self.spark, self.name, self.shape, self.fmt, self.options,
-                                                    clock=self.clock),
-                             table_location(self.spark, self.name, self.options), self.shape.text)
+        location = table_location(self.spark, self.name, self.options)
+        table = start_cleanly(lambda: StreamingTable(self.spark, self.name, self.shape, self.fmt, self.options,
+                                                     clock=self.clock), location, self.shape.text)
+        tablefolders.record_query(location, self.query_sql)
+        return table
 
 
 def prepare_table(spark: Any, name: str, query: st.WindowedQuery, fmt: str | None, options: dict[str, str], *,
@@ -146,7 +149,11 @@ def prepare_table(spark: Any, name: str, query: st.WindowedQuery, fmt: str | Non
     latest = {k.lower(): v for k, v in options.items()}.get("latest")
     if latest:
         latest_view_sql(shape, name, latest)  # its errors before anything starts
-    return PreparedTable(spark, name, shape, fmt, options, clock)
+    location = table_location(spark, name, options)
+    sql = tablefolders.query_sql(query.node)
+    tablefolders.check_query(name, location, sql, name_node)
+    tablefolders.check_folders(name, {"checkpoint": location, **sink_folders(location, options, shape)}, name_node)
+    return PreparedTable(spark, name, shape, fmt, options, clock, sql)
 
 
 def _create_stream(spark: Any, text: str, plan: st.CreateStream) -> StatementResult:

@@ -67,12 +67,11 @@ class StreamingTable:
         self.location = table_location(spark, name, self.options)
         self.path, self.why = choose_path(shape)
         spark_options = {k: v for k, v in self.options.items() if k not in SQLWIN_OPTIONS}  # the format's own
-        self.sink = BatchSink(name, self.options.get("path") or storage.join(self.location, "data"), wanted,
-                              compaction, spark_options)
+        folders = sink_folders(self.location, self.options, shape)
+        self.sink = BatchSink(name, folders["path"], wanted, compaction, spark_options)
         self.format = self.sink.format
         late = shape.late_rows_to
-        self.late_sink = BatchSink(late, storage.join(self.location, "late_rows"), wanted, compaction,
-                                   spark_options) if late else None
+        self.late_sink = BatchSink(late, folders["late rows"], wanted, compaction, spark_options) if late else None
         self.database = tableviews.current_database(spark)  # where its views go in the catalog
         self.stop_gate = CatalogGate()  # a stop never interrupts a change of its views (sqlwin.streaming.stopping)
         for sink, role in ((self.sink, "sink"), (self.late_sink, "late_rows")):
@@ -215,6 +214,16 @@ def table_location(spark: Any, name: str, options: dict[str, str]) -> str:
     """The folder of streaming table ``name``: its ``checkpoint`` option, else ``<root>/<name>``."""
     checkpoint = {k.lower(): v for k, v in options.items()}.get("checkpoint")
     return storage.qualify(checkpoint or storage.join(streaming_root(spark), name))
+
+
+def sink_folders(location: str, options: dict[str, str], shape: Any) -> dict[str, str]:
+    """Where a table writes its panes (its ``path`` option, else ``<folder>/data``) and, with LATE ROWS TO, its
+    late rows (``<folder>/late_rows``)."""
+    path = {k.lower(): v for k, v in options.items()}.get("path")
+    folders = {"path": path or storage.join(location, "data")}
+    if shape.late_rows_to:
+        folders["late rows"] = storage.join(location, "late_rows")
+    return folders
 
 
 def latest_view_sql(shape: StreamingShape, table: str, view: str) -> str:

@@ -1,0 +1,87 @@
+"""A streaming table's folders are its own (``sqlwin.streaming.tablefolders``): another query is refused on a
+folder that holds a query's state, and two running tables cannot share a checkpoint or a sink folder. Real Spark
+streaming, files dropped one at a time; each refusal is a SqlwinError at the table's name, before anything
+starts or is written."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+import sqlwin
+from sqlwin.errors import SqlwinError
+from sqlwin.streaming import catalog
+from tests.streamtools import rows_of, stream_env, ts
+
+pytestmark = pytest.mark.slow
+
+T = dt.datetime(2024, 1, 1)
+QUERY = ("SELECT window_start, k, SUM(v) AS s, COUNT(*) AS c FROM TUMBLE(TABLE {s}, DESCRIPTOR(ts), "
+         "INTERVAL {size} SECONDS) GROUP BY window_start, window_end, k")
+CLAUSE = {"native": "", "custom": " ALLOWED LATENESS INTERVAL 1 SECOND"}
+
+
+@pytest.fixture()
+def env(spark, tmp_path, monkeypatch, request):
+    with stream_env(spark, tmp_path, monkeypatch, request.node.name) as (name, feeder, root):
+        yield name, feeder, root
+
+
+def start(spark, text: str):
+    sqlwin.sql(spark, text)
+    return catalog.find_table(text.split()[3])
+
+
+@pytest.mark.parametrize("path", ["native", "custom"])
+def test_another_query_on_a_folder_that_holds_a_querys_state_is_refused(spark, env, path):
+    """10-second windows, then the same table name with 20-second windows on the same folder: refused (it would
+    read the 10-second windows' state, the audit saw panes of both sizes); the first query reformatted and with
+    another trigger option resumes; after DROP ... PURGE the 20-second query starts afresh."""
+    s, feeder, root = env
+    first = f"CREATE STREAMING TABLE tf_{path} AS {QUERY.format(s=s, size=10)}{CLAUSE[path]}"
+    table = start(spark, first)
+    assert table.path == path
+    feeder.feed([[{"k": "a", "v": 1, "ts": ts(1)}], [{"k": "a", "v": 2, "ts": ts(15)}]], table)
+    table.stop()
+    changed = f"CREATE STREAMING TABLE tf_{path} AS {QUERY.format(s=s, size=20)}{CLAUSE[path]}"
+    with pytest.raises(SqlwinError) as info:
+        sqlwin.sql(spark, changed)
+    assert str(info.value).startswith(f"line 1, col 24: streaming table tf_{path}: its folder "
+                                      f"{root / f'tf_{path}'}")
+    assert "holds the state of another query (SELECT window_start, k, SUM(v) AS s" in str(info.value)
+    assert f"DROP STREAMING TABLE tf_{path} PURGE first" in str(info.value)
+    assert not catalog.find_table(f"tf_{path}").is_active  # nothing started
+
+    again = first.replace(" AS SELECT", " OPTIONS (trigger '1 second')\n  AS select").replace("FROM", "from")
+    table = start(spark, again)
+    feeder.feed([[{"k": "a", "v": 4, "ts": ts(33)}]], table)
+    assert rows_of(spark.table(f"tf_{path}"), ["window_start", "s", "c"]) == [(T, 1, 1),
+                                                                            (T + dt.timedelta(seconds=10), 2, 1)]
+    sqlwin.sql(spark, f"DROP STREAMING TABLE tf_{path} PURGE")
+    table = start(spark, changed)  # afresh: the 20-second windows over every file
+    table.process_all_available()
+    assert rows_of(spark.table(f"tf_{path}"), ["window_start", "s", "c"]) == [(T, 3, 2)]
+
+
+def test_two_running_tables_cannot_share_a_folder(spark, env, tmp_path):
+    """A second table whose sink ``path`` is the first's, or whose checkpoint is the first's, or lies inside the
+    first's folder: refused at its name while the first runs (two sinks would replace each other's
+    micro-batch folders; Spark would stop the first query of a checkpoint it is given again)."""
+    s, feeder, root = env
+    shared = tmp_path / "out" / "shared"
+    first = start(spark, f"CREATE STREAMING TABLE tf_one OPTIONS (path '{shared}') AS {QUERY.format(s=s, size=10)}")
+    for options, role in ((f"path '{shared}'", "path"), (f"checkpoint '{root / 'tf_one'}'", "checkpoint"),
+                          (f"checkpoint '{root / 'tf_one' / 'inner'}'", "checkpoint")):
+        with pytest.raises(SqlwinError, match=f"^line 1, col 24: streaming table tf_two: its {role} .* is also "
+                                              "where the running streaming table tf_one keeps its") as info:
+            sqlwin.sql(spark, f"CREATE STREAMING TABLE tf_two OPTIONS ({options}) AS {QUERY.format(s=s, size=10)}")
+        assert f"give tf_two another OPTIONS ({role}" in str(info.value)
+        assert catalog.find_table("tf_two") is None
+    feeder.feed([[{"k": "a", "v": 1, "ts": ts(1)}, {"k": "a", "v": 2, "ts": ts(15)}]], first)
+    assert rows_of(spark.table("tf_one"), ["window_start", "s", "c"]) == [(T, 1, 1)]
+    first.stop()  # stopped, its folders are free (to continue it, or to read its sink's folder elsewhere)
+    second = start(spark, f"CREATE STREAMING TABLE tf_two OPTIONS (path '{tmp_path / 'out' / 'two'}') AS "
+                          f"{QUERY.format(s=s, size=10)}")
+    second.process_all_available()
+    assert rows_of(spark.table("tf_two"), ["window_start", "s", "c"]) == [(T, 1, 1)]
