@@ -156,6 +156,10 @@ def _execute(spark: Any, text: str, plan: str) -> StatementResult:
         from sqlwin.streaming.statements import execute
 
         return execute(spark, text, compiled.plan)
+    if isinstance(compiled.plan, st.Passthrough):
+        from sqlwin.streaming.statements import check_plain_query
+
+        check_plain_query(spark, compiled.plan)  # a stream read as a table: an error, not Spark's answer
     if isinstance(compiled.plan, st.Explain) and compiled.plan.rewrite:
         df = spark.createDataFrame([(compiled.sql,)], "rewritten string")
         return StatementResult(text, df, message=compiled.sql, rewritten=compiled.sql)

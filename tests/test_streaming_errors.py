@@ -150,6 +150,110 @@ def test_window_time_of_a_window_aggregation_replays_as_the_batch_query(streams)
     assert len(replayed) == 2
 
 
+# -- a replay stream's clauses, a replay's late rows, a stream read without a window ------------------------
+WINDOW_NEEDED = ("a query over a stream needs a window TVF (TUMBLE, HOP, CUMULATE, SESSION), as in FROM TUMBLE(TABLE "
+                 "{s}, DESCRIPTOR(ts), INTERVAL '1' MINUTE) ... GROUP BY window_start, window_end, or an aggregation "
+                 "with EMIT WITH TRIGGER (the global window)")
+WRONG_REPLAY_STREAMS = [  # over bt (k STRING, v INT, price DOUBLE, ts TIMESTAMP): (statement, (line, col), message)
+    (f"CREATE STREAM wr FROM TABLE {BATCH} ARRIVAL ORDER BY tss WATERMARK FOR ts AS ts", (1, 49),
+     "ARRIVAL ORDER BY: [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or function parameter with name "
+     "`tss` cannot be resolved. Did you mean one of the following? [`ts`"),
+    (f"CREATE STREAM wr FROM TABLE {BATCH}\n  ARRIVAL ORDER BY ts MICRO BATCH BY v + nosuch\n  WATERMARK FOR ts AS ts",
+     (2, 42), "MICRO BATCH BY: [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or function parameter with "
+              "name `nosuch` cannot be resolved."),
+    (f"CREATE STREAM wr FROM TABLE {BATCH} ARRIVAL ORDER BY ts MICRO BATCH BY MAX(v) WATERMARK FOR ts AS ts",
+     (1, 67), "MICRO BATCH BY reads each row on its own: no aggregate, window function or subquery here (MAX(v))"),
+    (f"CREATE STREAM wr FROM TABLE {BATCH} ARRIVAL ORDER BY ts\nPROCESSING TIME BY k WATERMARK FOR ts AS ts",
+     (2, 20), "PROCESSING TIME BY k: the clock of each micro-batch must be TIMESTAMP or TIMESTAMP_NTZ, but k is "
+              "STRING; cast it first"),
+    (f"CREATE STREAM wr FROM TABLE {BATCH} ARRIVAL ORDER BY ts\nWATERMARK FOR tss AS tss - INTERVAL 1 SECOND", (2, 15),
+     "WATERMARK FOR tss: no such column; did you mean ts? (table bt has k, v, price, ts)"),
+    (f"CREATE STREAM wr FROM TABLE {BATCH} ARRIVAL ORDER BY ts WATERMARK FOR k AS k", (1, 66),
+     "WATERMARK FOR k: the event-time column must be TIMESTAMP or TIMESTAMP_NTZ, but k is STRING; cast it first"),
+    (f"CREATE STREAM wr FROM TABLE (SELECT k, ts FROM {BATCH}) ARRIVAL ORDER BY ts WATERMARK FOR v AS v", (1, 86),
+     "WATERMARK FOR v: no such column (the FROM TABLE query has k, ts)"),
+]
+
+
+@pytest.mark.parametrize(("text", "at", "message"), WRONG_REPLAY_STREAMS)
+def test_a_replay_streams_clauses_are_checked_when_it_is_created(streams, text, at, message) -> None:
+    """ARRIVAL ORDER BY, MICRO BATCH BY, PROCESSING TIME BY and WATERMARK FOR over the table's columns, at CREATE
+    STREAM (as a live stream's over the columns it declares): an error at the clause, and no stream is made, so no
+    query over it meets the mistake later in sqlwin's own text."""
+    err = attempt(streams.spark, text)
+    assert err is not None, text
+    assert err.message.startswith(message) and (err.line, err.col) == at, str(err)
+    assert_user_terms(err, text)
+    assert catalog.find_stream(streams.spark, "wr") is None
+    assert not streams.spark.catalog.tableExists("wr")
+
+
+def test_a_replays_late_rows_replace_no_view_of_the_session(streams, monkeypatch) -> None:
+    """LATE ROWS TO a temp view of the session (one of the user's, the very table the stream replays) is an error at
+    the name, before anything runs; the late rows of an earlier replay are replaced, by the same query or another,
+    until the user makes that name a view of their own."""
+    from sqlwin.streaming import replay as replay_module
+
+    spark = streams.spark
+    spark.sql("CREATE OR REPLACE TEMPORARY VIEW kept AS SELECT 42 AS answer")
+    query = ("SELECT window_start, window_end, COUNT(*) AS n\nFROM TUMBLE(TABLE rs, DESCRIPTOR(ts), INTERVAL 10 "
+             "SECONDS)\nGROUP BY window_start, window_end LATE ROWS TO {late}{emit}")
+    refused = {"kept": "kept is a temporary view of this session",
+               BATCH: f"{BATCH} is the table that stream rs replays"}
+    with monkeypatch.context() as patch:
+        patch.setattr(replay_module, "replay", lambda *args: pytest.fail("the replay ran"))
+        for late, what in refused.items():
+            err = attempt(spark, query.format(late=late, emit=""))
+            assert err is not None
+            assert err.message == f"LATE ROWS TO {late}: {what}, which the replay's late rows would replace; choose " \
+                                  "another name"
+            assert (err.line, err.col) == (3, 48), str(err)
+    assert [tuple(r) for r in spark.table("kept").collect()] == [(42,)]
+    assert spark.table(BATCH).columns == ["k", "v", "price", "ts"] and spark.table(BATCH).count() == 3
+    late_columns = ["k", "v", "price", "ts", "window_start", "window_end", "watermark", "reason", "micro_batch"]
+    for emit in ("", "", " EMIT FINAL"):  # the same query again, then another: each replaces the late rows
+        assert len(sqlwin.sql(spark, query.format(late="rs_lr", emit=emit)).collect()) == 2
+        assert spark.table("rs_lr").columns == late_columns
+    spark.sql("CREATE OR REPLACE TEMPORARY VIEW rs_lr AS SELECT 1 AS x")
+    err = attempt(spark, query.format(late="rs_lr", emit=""))
+    assert err is not None and err.message.startswith("LATE ROWS TO rs_lr: rs_lr is a temporary view of this session")
+    assert spark.table("rs_lr").columns == ["x"]
+    spark.sql("DROP VIEW rs_lr")
+    spark.sql("DROP VIEW kept")
+
+
+def test_a_stream_read_without_a_window_is_an_error_at_its_name(streams, monkeypatch) -> None:
+    """Plain Spark SQL over a stream (no window TVF, no EMIT) is an error at the stream's name, at sqlwin.sql() and
+    before Spark runs anything: not a streaming DataFrame that fails once read, nor the replayed table's rows as a
+    batch answer. Plain Spark SQL over tables, and a CTE named like a stream, run as before."""
+    from sqlwin import diagnostics
+
+    spark = streams.spark
+    replay_hint = f"; for the batch answer over all the rows of replay stream {REPLAY}, read the table it replays, " \
+                  f"{BATCH}, instead of {REPLAY}"
+    live_hint = "; a query over a live stream runs continuously, as CREATE STREAMING TABLE name AS <query>"
+    cases = [
+        (f"SELECT k, COUNT(*) AS n\nFROM {LIVE}\nGROUP BY k", (2, 6), WINDOW_NEEDED.format(s=LIVE) + live_hint),
+        (f"SELECT COUNT(*) FROM {REPLAY}", (1, 22), WINDOW_NEEDED.format(s=REPLAY) + replay_hint),
+        (f"SELECT * FROM {BATCH}\nWHERE v IN (SELECT v FROM {REPLAY})", (2, 27),
+         WINDOW_NEEDED.format(s=REPLAY) + replay_hint),
+        (f"INSERT INTO {BATCH} SELECT * FROM {LIVE}", (1, 30), WINDOW_NEEDED.format(s=LIVE) + live_hint),
+    ]
+    active = {q.id for q in spark.streams.active}
+    with monkeypatch.context() as patch:
+        patch.setattr(diagnostics, "run_sql", lambda *args, **kwargs: pytest.fail("Spark ran the statement"))
+        for text, at, message in cases:
+            err = attempt(spark, text)
+            assert err is not None, text
+            assert (err.message, (err.line, err.col)) == (message, at), str(err)
+            assert_user_terms(err, text)
+    assert {q.id for q in spark.streams.active} == active
+    assert spark.table(BATCH).count() == 3
+    assert [tuple(r) for r in sqlwin.sql(spark, f"SELECT COUNT(*) FROM {BATCH}").collect()] == [(3,)]
+    assert [tuple(r) for r in sqlwin.sql(spark, f"WITH {REPLAY} AS (SELECT 1 AS a) SELECT a FROM {REPLAY}")
+            .collect()] == [(1,)]
+
+
 # -- failures while running -------------------------------------------------------------------------
 def _status_line(table) -> str:
     status = table.status()

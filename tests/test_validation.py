@@ -82,6 +82,10 @@ CASES = [
      "line 1, col 79: a punctuated watermark reads each row on its own: no aggregate, window function or subquery"),
     ("CREATE STREAM s (ts TIMESTAMP, k STRING, pt AS PROCTIME(),\n  WATERMARK FOR ts AS pt ON ROWS WHERE k = 'm') "
      "USING json", "line 2, col 23: a punctuated watermark reads the rows as they arrive, not the PROCTIME() column"),
+    ("CREATE STREAM s (ts TIMESTAMP, k STRING,\n  WATERMARK FOR tz AS tz) USING json",
+     "line 2, col 17: WATERMARK FOR tz: no such column; did you mean ts? (the stream has ts, k)"),
+    ("CREATE STREAM r FROM TABLE t ARRIVAL ORDER BY ROW_NUMBER() OVER (ORDER BY ts) WATERMARK FOR ts AS ts",
+     "line 1, col 47: ARRIVAL ORDER BY reads each row on its own: no aggregate, window function or subquery"),
     ("CREATE STREAM s (ts TIMESTAMP, k STRING, WATERMARK FOR ts AS k) USING json",
      "line 1, col 62: WATERMARK FOR ts expects `ts`, `ts - INTERVAL ...`, `expr ON ROWS WHERE condition`"),
 ]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Sequence
+
 from sqlglot import exp
 
 from sqlwin.dialect import nodes as n
@@ -10,14 +13,36 @@ from sqlwin.plan import statements as st
 from sqlwin.planner.values import interval_micros
 
 
-def plan_watermark(node: n.WatermarkDef, columns: set[str] | None) -> st.WatermarkSpec:
+def column_named(node: exp.Expr, what: str, columns: Sequence[str], owner: str) -> str:
+    """The column ``node`` names, as ``columns`` (of ``owner``: "the stream", "table t") spell it; else a
+    SqlwinError at ``node``: ``what``, no such column, the nearest name and every name there is."""
+    name = node.name
+    found = next((c for c in columns if c.lower() == name.lower()), None)
+    if found is not None:
+        return found
+    near = difflib.get_close_matches(name.lower(), [c.lower() for c in columns], n=1, cutoff=0.5)
+    hint = f"; did you mean {next(c for c in columns if c.lower() == near[0])}?" if near else ""
+    raise SqlwinError.at(node, f"{what}: no such column{hint} ({owner} has {', '.join(columns)})")
+
+
+def row_wise(node: exp.Expr, what: str) -> None:
+    """``what`` reads one row at a time (a punctuated watermark, as Flink's ``onEvent``; a replay's arrival order,
+    micro-batch and clock): no aggregate, window function or subquery, which would read other rows."""
+    other = next(node.find_all(exp.AggFunc, exp.Window, exp.Subquery, exp.Select), None)
+    if other is not None:  # positioned at the expression, whose start the parser marks
+        raise SqlwinError.at(node, f"{what} reads each row on its own: no aggregate, window "
+                                   f"function or subquery here ({other.sql('spark')})")
+
+
+def plan_watermark(node: n.WatermarkDef, columns: Sequence[str] | None) -> st.WatermarkSpec:
     """The four forms of GRAMMAR 3: ``ts``, ``ts - INTERVAL d`` (bounded out-of-orderness, as in Flink),
     ``expr ON ROWS WHERE predicate`` (punctuated: Flink's punctuated generator) and ``PROCTIME() - INTERVAL
-    lag`` (Flink's TimeLagWatermarkGenerator). The types of a punctuated watermark's expressions are checked
-    with Spark when the stream is created (``sqlwin.streaming.statements``)."""
+    lag`` (Flink's TimeLagWatermarkGenerator). ``columns``: the stream's, where the statement declares them (a
+    replay stream's are its table's: ``sqlwin.streaming.statements`` checks them, and the types of a punctuated
+    watermark's expressions, with Spark when the stream is created)."""
     column = node.this.name
-    if columns is not None and column.lower() not in columns:
-        raise SqlwinError.at(node.this, f"WATERMARK FOR {column}: no such column")
+    if columns is not None:
+        column_named(node.this, f"WATERMARK FOR {column}", columns, "the stream")
     expr = node.expression
     where = node.args.get("where")
     proctime = next(iter(expr.find_all(n.Proctime)), None)
@@ -28,7 +53,7 @@ def plan_watermark(node: n.WatermarkDef, columns: set[str] | None) -> st.Waterma
         return st.WatermarkSpec(column, 0, lag=_lag(expr, column, proctime))
     if where is not None:
         for part in (where, expr):
-            _row_wise(part)
+            row_wise(part, "a punctuated watermark")
         return st.WatermarkSpec(column, 0, expression=expr, where=where)
     if isinstance(expr, exp.Column) and expr.name.lower() == column.lower():
         return st.WatermarkSpec(column, 0)
@@ -39,15 +64,6 @@ def plan_watermark(node: n.WatermarkDef, columns: set[str] | None) -> st.Waterma
         return st.WatermarkSpec(column, delay)
     raise SqlwinError.at(expr, f"WATERMARK FOR {column} expects `{column}`, `{column} - INTERVAL ...`, "
                                f"`expr ON ROWS WHERE condition` (punctuated) or `PROCTIME() - INTERVAL ...`")
-
-
-def _row_wise(node: exp.Expr) -> None:
-    """A punctuated watermark reads one row at a time (Flink's ``onEvent``): no aggregate, window function or
-    subquery, which would read other rows."""
-    other = next(node.find_all(exp.AggFunc, exp.Window, exp.Subquery, exp.Select), None)
-    if other is not None:  # positioned at the expression, whose start the parser marks
-        raise SqlwinError.at(node, "a punctuated watermark reads each row on its own: no aggregate, window "
-                                   f"function or subquery here ({other.sql('spark')})")
 
 
 def _lag(expr: exp.Expr, column: str, proctime: exp.Expr) -> int:
@@ -93,7 +109,7 @@ def plan_create_stream(node: n.CreateStream) -> st.CreateStream:
         else:
             kind = item.args.get("kind")
             columns.append(st.StreamColumn(item.name, kind.sql("spark") if kind else None))
-    names = {c.name.lower() for c in columns}
+    names = [c.name for c in columns]
     fmt = node.args.get("format")
     fmt_name = fmt.name.lower() if fmt else "json"
     # any Spark streaming source: sqlwin.streaming.sources asks Spark for it when the stream is created
@@ -138,8 +154,13 @@ def _idle_timeout(idle: exp.Expr | None) -> int | None:
 
 def plan_replay_stream(node: n.CreateReplayStream) -> st.CreateReplayStream:
     source = node.args["source"]
-    watermark = plan_watermark(node.args["watermark"], None)
+    watermark = plan_watermark(node.args["watermark"], None)  # its column: over the table, when it is created
     _check_idle(watermark, node.args.get("idle_timeout"))
+    for clause, what in [*((o, "ARRIVAL ORDER BY") for o in node.args.get("arrival_order") or ()),
+                         (node.args.get("micro_batch"), "MICRO BATCH BY"),
+                         (node.args.get("processing_time"), "PROCESSING TIME BY")]:
+        if clause is not None:
+            row_wise(clause, what)
     return st.CreateReplayStream(
         name=node.this.sql("spark"), source=source.this if isinstance(source, n.TableArg) else source,
         arrival_order=tuple(node.args.get("arrival_order") or ()), micro_batch_by=node.args.get("micro_batch"),

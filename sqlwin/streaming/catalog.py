@@ -7,6 +7,8 @@ or, for a replay stream, its arrival order and micro-batches. Streaming tables a
 ``SHOW``/``STOP STREAMING TABLES`` work from any session of the process. The catalog keeps them as
 ``StreamingTable``s (``sqlwin.streaming.tables``, which registers each one it starts): what it and its
 readers use of one is the ``RegisteredTable`` protocol here, so it does not import that module back.
+A replay's ``LATE ROWS TO`` view is a temp view of its session too: kept here, by a fingerprint of the rows it
+holds, so that a later replay may replace it (and nothing else of that name: ``sqlwin.streaming.names``).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ _lock = threading.RLock()
 _streams: dict[tuple[str, str], StreamDef] = {}
 _tables: dict[str, RegisteredTable] = {}
 _stream_texts: dict[tuple[str, str], str] = {}  # CREATE STREAM as written: a server's registry replays it
+_late_views: dict[tuple[str, str], int] = {}  # a replay's LATE ROWS TO view: the semantic hash of its plan
 
 
 def session_key(spark: Any) -> str:
@@ -81,6 +84,26 @@ def session_streams(spark: Any) -> list[StreamDef]:
 
 def streams_in(spark: Any, names: list[str]) -> list[StreamDef]:
     return [s for s in (find_stream(spark, n) for n in names) if s is not None]
+
+
+def add_late_view(spark: Any, name: str, rows: Any) -> None:
+    """Make ``rows`` the temp view ``name``, a replay's LATE ROWS TO, and remember it as sqlwin's."""
+    rows.createOrReplaceTempView(name)
+    with _lock:
+        _late_views[(session_key(spark), name.lower())] = rows.semanticHash()
+
+
+def is_late_view(spark: Any, name: str) -> bool:
+    """Whether the temp view ``name`` is still the one a replay of this session made for its late rows (not
+    replaced since by a view of the user's: its plan is the very one, nothing read)."""
+    with _lock:
+        made = _late_views.get((session_key(spark), name.lower()))
+    if made is None:
+        return False
+    try:
+        return spark.table(name).semanticHash() == made
+    except Exception:  # dropped meanwhile, or a name the session cannot read
+        return False
 
 
 def add_table(table: RegisteredTable) -> None:

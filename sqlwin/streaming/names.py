@@ -5,7 +5,9 @@ registered again at every commit (``sinks.BatchSink``, ``tableviews``). A view o
 table of the catalog or another streaming table's output would hide it, or two queries would take turns replacing
 one view: the user would read one table's rows under another's name. The only catalog object an output may
 replace is its own view, left by an earlier run of the same streaming table. Each such name is an error at the
-SQL that chose it, and so is a replay's LATE ROWS TO name that would hide one of them.
+SQL that chose it, and so is a replay's LATE ROWS TO name that would hide one of them. A replay's late rows are
+a temp view of the session: besides those names, it must not replace a temp view of the session (the table a
+stream replays, a view of the user's), except the late rows an earlier replay left there.
 ``INSERT INTO`` continues an existing sink (GRAMMAR 5): a streaming table of the process that is stopped, or
 one whose folder a previous run left; a name that is neither is an error (a typo would otherwise start a
 new sink silently).
@@ -39,11 +41,22 @@ def check_outputs(spark: Any, name: str, query: WindowedQuery, name_node: exp.Ex
         _check_free(spark, name, late, "LATE ROWS TO", late_node)
 
 
-def check_replay_outputs(spark: Any, query: WindowedQuery) -> None:
-    """A replay writes one view, its LATE ROWS TO table: the same rules as a streaming table's."""
+def check_replay_outputs(spark: Any, query: WindowedQuery, streams: dict[str, Any] | None = None) -> None:
+    """A replay writes one view, its LATE ROWS TO table: the same rules as a streaming table's, and it replaces
+    no temp view of the session but an earlier replay's late rows (``streams``: those the query reads, by name,
+    to say which one replays a table of that name)."""
     late = query.lateness.late_rows_to
-    if late is not None:
-        _check_free(spark, "", late, "LATE ROWS TO", query.node.find(n.LateRowsTo))
+    if late is None:
+        return
+    node = query.node.find(n.LateRowsTo)
+    _check_free(spark, "", late, "LATE ROWS TO", node)
+    if not _readable(spark, late) or catalog.is_late_view(spark, late):
+        return
+    replayed = [s.name for s in (streams or {}).values() if isinstance(getattr(s, "source", None), exp.Table)
+                and s.source.name.lower() == late.lower()]
+    what = f"the table that stream {replayed[0]} replays" if replayed else "a temporary view of this session"
+    raise _error(node, f"LATE ROWS TO {late}: {late} is {what}, which the replay's late rows would replace; "
+                       "choose another name")
 
 
 def check_stream_name(spark: Any, name: str, node: exp.Expr | None) -> None:
@@ -102,6 +115,14 @@ def _check_free(spark: Any, table: str, wanted: str, role: str, node: exp.Expr |
                            f"STREAMING TABLE {entry.table} first, or choose another name")
     raise _error(node, f"{role} {wanted}: {wanted} is a table of the catalog, which the streaming table's view "
                        "would replace (sqlwin writes its own files); choose another name")
+
+
+def _readable(spark: Any, name: str) -> bool:
+    """Whether the session reads a table or view by the bare ``name`` (a temp view, or the current database's)."""
+    try:
+        return bool(spark.catalog.tableExists(name))
+    except Exception:  # a name the catalog cannot look up
+        return False
 
 
 def _is_catalog_table(spark: Any, name: str) -> bool:

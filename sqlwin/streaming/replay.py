@@ -43,7 +43,7 @@ import uuid
 from typing import Any
 
 from sqlwin.plan.windows import WindowKind
-from sqlwin.streaming import committer, storage
+from sqlwin.streaming import catalog, committer, storage
 from sqlwin.streaming.countreplay import PlannedCountReplay
 from sqlwin.streaming.joinreplay import PlannedStagedReplay
 from sqlwin.streaming.operator import MicroBatchOperator
@@ -67,7 +67,7 @@ def replay(spark: Any, shape: StreamingShape | StagedShape, late_view: str | Non
         with committer.volatile():  # scratch state: nothing restores it
             result, late = _run(spark, shape, folder, sink, late_sink, tag)
         if late_name is not None:
-            late.localCheckpoint().createOrReplaceTempView(late_name)
+            catalog.add_late_view(spark, late_name, late.localCheckpoint())
         return result
     finally:
         storage.delete(folder)

@@ -161,8 +161,7 @@ def analyse(query: WindowedQuery, streams: dict[str, CreateStream | CreateReplay
         table = tables[0]
         carrier = table.find_ancestor(exp.Select)
         if not query.global_window or carrier is None:
-            raise SqlwinError.at(table, "a query over a stream needs a window TVF (TUMBLE, HOP, CUMULATE, "
-                                        "SESSION) or an aggregation with EMIT WITH TRIGGER (the global window)")
+            raise without_window(table, streams[table.name.lower()])
         alias = table.alias_or_name
         window = None
     proctime = getattr(stream, "proctime_column", None)
@@ -273,6 +272,24 @@ def choose_path(shape: StreamingShape) -> tuple[str, str]:
     if reasons:
         return "custom", ", ".join(reasons)
     return "native", "Spark's streaming aggregation in append mode"
+
+
+def without_window(table: exp.Table, stream: CreateStream | CreateReplayStream, *,
+                   started: bool = True) -> SqlwinError:
+    """A stream read by a query with neither a window TVF nor EMIT (README, Limits): the error at the stream's
+    name, saying what to write instead; for a replay stream, where its batch answer is (the table it replays);
+    for a live one, unless ``started`` (CREATE STREAMING TABLE, INSERT INTO), how a query over it runs."""
+    time = stream.watermark.column if stream.watermark is not None else "ts"
+    message = (f"a query over a stream needs a window TVF (TUMBLE, HOP, CUMULATE, SESSION), as in FROM "
+               f"TUMBLE(TABLE {table.name}, DESCRIPTOR({time}), INTERVAL '1' MINUTE) ... GROUP BY window_start, "
+               "window_end, or an aggregation with EMIT WITH TRIGGER (the global window)")
+    if isinstance(stream, CreateReplayStream):
+        source = f"read the table it replays, {stream.source.sql('spark')}, instead of {table.name}" \
+            if isinstance(stream.source, exp.Table) else "run the query of its FROM TABLE instead"
+        message += f"; for the batch answer over all the rows of replay stream {table.name}, {source}"
+    elif not started:
+        message += "; a query over a live stream runs continuously, as CREATE STREAMING TABLE name AS <query>"
+    return SqlwinError.at(table, message)
 
 
 def _read_only_by_the_window(tables: list[exp.Table], tvf: exp.Expr) -> None:

@@ -12,12 +12,14 @@ from sqlglot import exp
 from sqlwin.diagnostics import read_failure
 from sqlwin.errors import SqlwinError
 from sqlwin.plan import statements as st
+from sqlwin.planner.streams import column_named
+from sqlwin.planner.windows import TIME_TYPES
 from sqlwin.results import StatementResult
 from sqlwin.streaming import alignment, catalog, registry, storage, tablefolders, tableviews, trace
 from sqlwin.streaming.analysis import check_as_batch, in_user_terms, start_cleanly
 from sqlwin.streaming.compaction import CompactionPolicy
 from sqlwin.streaming.names import check_outputs, check_replay_outputs, check_stream_name
-from sqlwin.streaming.shape import StreamingShape
+from sqlwin.streaming.shape import StreamingShape, without_window
 from sqlwin.streaming.sinks import sink_format
 from sqlwin.streaming.sources import expand_conf, stream_dataframe
 from sqlwin.streaming.stages import StagedShape, analyse_query
@@ -40,6 +42,28 @@ def is_streaming(spark: Any, plan: object) -> bool:
     if isinstance(plan, STREAMING_PLANS):
         return True
     return isinstance(plan, st.WindowedQuery) and bool(streams_read(spark, plan.node))
+
+
+def check_plain_query(spark: Any, plan: object) -> None:
+    """Plain Spark SQL (nothing of sqlwin's in it: Spark would run it as written) whose query reads a stream:
+    with neither a window TVF nor EMIT it has no streaming meaning (README, Limits), and Spark would answer it
+    with the replayed table's rows as a batch, or with a streaming DataFrame that fails once read. An error at
+    the stream's name instead, saying what to write. Names a CTE of the statement takes are not streams."""
+    if not isinstance(plan, st.Passthrough) or plan.node is None or not catalog.session_streams(spark):
+        return
+    node = plan.node
+    if isinstance(node, exp.Create) and str(node.args.get("kind") or "").upper() != "TABLE":
+        return  # a view is a definition (DDL reads nothing)
+    query = node.expression if isinstance(node, (exp.Insert, exp.Create)) else node
+    if not isinstance(query, exp.Query):
+        return
+    ctes = {cte.alias_or_name.lower() for cte in query.find_all(exp.CTE)}
+    for table in query.find_all(exp.Table):
+        if table.args.get("db") is not None or table.name.lower() in ctes:
+            continue
+        stream = catalog.find_stream(spark, table.name)
+        if stream is not None:
+            raise without_window(table, stream, started=False)
 
 
 def execute(spark: Any, text: str, plan: object) -> StatementResult:
@@ -87,7 +111,7 @@ def prepare(spark: Any, text: str, plan: object) -> StreamingShape | StagedShape
         raise SqlwinError(f"{type(plan).__name__} is not a streaming query statement")
     streams = streams_read(spark, plan.node)
     if any(isinstance(s, st.CreateReplayStream) for s in streams.values()):
-        check_replay_outputs(spark, plan)
+        check_replay_outputs(spark, plan, streams)
         check_as_batch(spark, text, plan, streams)
         return analyse_query(plan, streams, text)
     if isinstance(plan.node, exp.Insert):
@@ -178,10 +202,56 @@ def _create_replay_stream(spark: Any, text: str, plan: st.CreateReplayStream) ->
     except Exception as err:
         raise SqlwinError.at(plan.node, f"CREATE STREAM {plan.name} FROM TABLE: {str(err).splitlines()[0]}") \
             from None
+    check_replay_clauses(df, plan)
     check_punctuation(df, plan.watermark)
     df.createOrReplaceTempView(plan.name)
     catalog.add_stream(spark, plan)
     return StatementResult(text, message=f"replay stream {plan.name} created")
+
+
+def check_replay_clauses(rows: Any, plan: st.CreateReplayStream) -> None:
+    """A replay stream's clauses over its table's columns (analysed by Spark, nothing read), as a live stream's
+    are over the columns it declares: the WATERMARK column is one of them, a TIMESTAMP; ARRIVAL ORDER BY and
+    MICRO BATCH BY analyse and order; PROCESSING TIME BY is a TIMESTAMP. Else a SqlwinError at the clause, not
+    a later query's error in the text sqlwin generates from them."""
+    source = plan.source
+    owner = f"table {source.sql('spark')}" if isinstance(source, exp.Table) else "the FROM TABLE query"
+    fields = {f.name.lower(): f for f in rows.schema.fields}
+    wm_node = plan.node.args["watermark"].this if plan.node is not None else exp.to_identifier(plan.watermark.column)
+    column = column_named(wm_node, f"WATERMARK FOR {plan.watermark.column}", [f.name for f in rows.schema.fields],
+                          owner)
+    _time_typed(wm_node, f"WATERMARK FOR {column}: the event-time column", fields[column.lower()].dataType)
+    for item in plan.arrival_order:
+        _analysed(rows, item.this if isinstance(item, exp.Ordered) else item, "ARRIVAL ORDER BY", ordered=True)
+    if plan.micro_batch_by is not None:
+        _analysed(rows, plan.micro_batch_by, "MICRO BATCH BY", ordered=True)
+    if plan.processing_time_by is not None:
+        clock = plan.processing_time_by
+        _time_typed(clock, f"PROCESSING TIME BY {clock.sql('spark')}: the clock of each micro-batch",
+                    _analysed(rows, clock, "PROCESSING TIME BY"))
+
+
+def _analysed(rows: Any, node: exp.Expr, what: str, ordered: bool = False) -> Any:
+    """The data type of ``node`` over ``rows`` (analysed, nothing read); ``ordered``: rows can be sorted by it.
+    Spark's error is a SqlwinError at the column it names (else at ``node``), prefixed with ``what``."""
+    from pyspark.sql import functions as F
+
+    try:
+        data_type = rows.selectExpr(node.sql("spark")).schema.fields[0].dataType
+        if ordered:
+            _ = rows.orderBy(F.expr(node.sql("spark"))).schema
+    except Exception as err:  # Spark's first line, without SQLSTATE or its own position
+        failure = read_failure(err)
+        named = failure.params.get("objectName", "").split(".")[-1].strip("`").lower()
+        at = next((c for c in node.find_all(exp.Column) if named and c.name.lower() == named), node)
+        raise SqlwinError.at(at, f"{what}: {failure.message}") from None
+    return data_type
+
+
+def _time_typed(node: exp.Expr, what: str, data_type: Any) -> None:
+    if data_type.simpleString() not in TIME_TYPES:
+        raise SqlwinError.at(node, f"{what} must be TIMESTAMP or TIMESTAMP_NTZ, but {node.sql('spark')} is "
+                                   f"{data_type.simpleString().upper()}; cast it first")
 
 
 def check_punctuation(rows: Any, watermark: st.WatermarkSpec | None) -> None:
