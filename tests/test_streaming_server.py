@@ -77,6 +77,9 @@ def test_streaming_tables_over_jdbc(connections, tmp_path: Path) -> None:
     assert {k: v for k, v in shown(cb).items() if k.startswith("jdbc_")} == {"jdbc_native": ("running", "native")}
     assert sorted(bench.fetch(cb, "SELECT window_start, k, s, c FROM jdbc_native")) == CLOSED
     assert ("default", "jdbc_native", False) in {tuple(r[:3]) for r in bench.fetch(cb, "SHOW VIEWS")}
+    # sqlwin's results (SHOW STREAMING TABLES, several times) come through the session's one result view, replaced
+    shown(cb)
+    assert [r[1] for r in bench.fetch(cb, "SHOW VIEWS") if r[1].startswith("__sqlwin_result")] == ["__sqlwin_result"]
 
     a.close()  # the tables outlive the connection that started them
     feeder.write([{"k": "b", "v": 7, "ts": ts(45)}])  # W -> 43: [30, 40) closes

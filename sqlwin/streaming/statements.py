@@ -317,12 +317,14 @@ def show_tables(spark: Any) -> Any:
     return spark.createDataFrame([tuple(r.values()) for r in rows], schema)
 
 
-def result_sql(spark: Any, result: StatementResult) -> str:
-    """A statement's result as one SQL query (the JDBC server runs SQL text): a view of its rows."""
-    import uuid
+RESULT_VIEW = "__sqlwin_result"  # a JDBC session's last statement result (one view, replaced each time)
 
+
+def result_sql(spark: Any, result: StatementResult) -> str:
+    """A statement's result as one SQL query (the JDBC server runs SQL text): a view of its rows, the session's
+    one result view, replaced by the next result (the server runs the query at once, in this session: a view per
+    statement would pile up in a client that polls SHOW STREAMING TABLES)."""
     if result.dataframe is None:
         return exp.select(exp.alias_(exp.Literal.string(result.message or "OK"), "result")).sql(dialect="spark")
-    view = f"__sqlwin_result_{uuid.uuid4().hex[:12]}"
-    result.dataframe.createOrReplaceTempView(view)
-    return f"SELECT * FROM {view}"
+    result.dataframe.createOrReplaceTempView(RESULT_VIEW)
+    return f"SELECT * FROM {RESULT_VIEW}"
