@@ -43,8 +43,10 @@ def _file(root: str, name: str) -> str:
     return storage.join(root, FOLDER, f"{name.lower()}.json")
 
 
-def record(spark: Any, name: str, statement: str, streams: list[str]) -> None:
-    """A table just started by ``statement`` (reading the streams made by ``streams``): running."""
+def record(spark: Any, name: str, statement: str, streams: list[str], folders: list[str]) -> None:
+    """A table just started by ``statement`` (reading the streams made by ``streams``, writing ``folders``: its
+    checkpoint folder and its outputs', which DROP ... PURGE deletes even when no catalog view names them any
+    more): running."""
     if _root is None:
         return
     conf = {}
@@ -57,7 +59,7 @@ def record(spark: Any, name: str, statement: str, streams: list[str]) -> None:
             conf[key] = str(value)
     with _lock:
         storage.write_json(_file(_root, name), {"name": name, "statement": statement, "streams": streams,
-                                               "conf": conf, "running": True})
+                                               "conf": conf, "folders": folders, "running": True})
 
 
 def set_running(name: str, running: bool) -> None:
@@ -69,14 +71,16 @@ def set_running(name: str, running: bool) -> None:
             storage.write_json(_file(_root, name), {**entry, "running": running})
 
 
-def remove(name: str) -> bool:
-    """Forget table ``name``; whether the registry knew it."""
+def remove(name: str) -> dict | None:
+    """Forget table ``name``; its entry, if the registry knew it."""
     if _root is None:
-        return False
+        return None
     with _lock:
-        known = storage.exists(_file(_root, name))
+        entry = storage.read_json(_file(_root, name))
+        if entry is None and storage.exists(_file(_root, name)):
+            entry = {}  # a torn entry: known, its folders not
         storage.delete(_file(_root, name))
-        return known
+        return entry
 
 
 def entries(root: str) -> list[dict]:

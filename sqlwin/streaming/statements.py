@@ -94,7 +94,8 @@ def execute(spark: Any, text: str, plan: object) -> StatementResult:
     table = prepared.start()
     query = plan.query.node if isinstance(plan, st.CreateStreamingTable) else plan.node
     registry.record(spark, table.name, text, [t for t in (catalog.stream_text(spark, s) for s in
-                                                           streams_read(spark, query)) if t is not None])
+                                                           streams_read(spark, query)) if t is not None],
+                    [table.location, *(sink.path for sink in table.outputs())])
     if isinstance(plan, st.CreateStreamingTable):
         return StatementResult(text, message=f"streaming table {table.name} started ({table.path} path: {table.why})")
     return StatementResult(text, message=f"streaming insert into {table.name} started ({table.path} path)")
@@ -298,7 +299,9 @@ def drop_table(spark: Any, name: str, purge: bool) -> str:
         views.append(tableviews.qualified(database, view))
         folders += [entry.location, entry.sink]
     known = registry.remove(name)
-    if table is None and not views and not known:
+    if known:  # a table a server ran: its folders, even where no view of a catalog names them (an in-memory one)
+        folders += known.get("folders", [])
+    if table is None and not views and known is None:
         raise SqlwinError(f"DROP STREAMING TABLE {name}: no such streaming table (neither running in this server "
                           f"or process nor in the catalog's database {database})")
     for view in dict.fromkeys(views):
