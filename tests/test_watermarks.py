@@ -286,3 +286,34 @@ def test_proctime_lag_closes_a_window_on_the_wall_clock(spark, tmp_path):
     finally:
         table.stop()
         catalog.remove_table(table.name)
+
+
+@pytest.mark.parametrize("idle", [True, False])
+def test_an_idle_replay_stream_closes_its_window_before_a_row_that_comes_later(spark, idle):
+    """GRAMMAR 3 on the PROCESSING TIME BY clock: one row at 10:00 (ts 08:01), the next at 10:10 (ts 08:05),
+    WATERMARK FOR ts AS ts, IDLE TIMEOUT 1 minute. Hand-worked: idle from 10:01 (W = 08:01 + 1 min, micro-batch 1),
+    W reaches 08:10 at 10:09 (``max(d, e - max_ts + delay)`` = 9 minutes after the last row): [08:00, 08:10)
+    closes then with the one row (micro-batch 2), and the row at 10:10 is late (W 08:10, micro-batch 3), as a
+    live run's ticks at 10:01 and 10:09 would have it. Without the timeout both rows are in the window."""
+    spark.sql("SELECT * FROM VALUES (1, TIMESTAMP'2020-04-15 10:00:00', TIMESTAMP'2020-04-15 08:01:00', 1), "
+              "(2, TIMESTAMP'2020-04-15 10:10:00', TIMESTAMP'2020-04-15 08:05:00', 2) AS t(seq, pt, ts, v)") \
+        .createOrReplaceTempView("idle_rows")
+    timeout = " WITH IDLE TIMEOUT INTERVAL '1' MINUTE" if idle else ""
+    sqlwin.sql(spark, "CREATE STREAM idle_s FROM TABLE idle_rows ARRIVAL ORDER BY seq PROCESSING TIME BY pt "
+                      f"WATERMARK FOR ts AS ts{timeout}")
+    try:
+        panes = sqlwin.sql(spark, "SELECT window_start, SUM(v) AS total, COUNT(*) AS n FROM TUMBLE(TABLE idle_s, "
+                                  "DESCRIPTOR(ts), INTERVAL '10' MINUTES) GROUP BY window_start, window_end "
+                                  "LATE ROWS TO idle_late")
+        start = dt.datetime(2020, 4, 15, 8)
+        late = rows_of(spark.table("idle_late"), ["v", "watermark", "reason", "micro_batch"])
+        if idle:
+            assert rows_of(panes, ["window_start", "total", "n", "pane_timing", "micro_batch"]) == [
+                (start, 1, 1, "ON_TIME", 2)]
+            assert late == [(2, start + dt.timedelta(minutes=10), "late", 3)]
+        else:
+            assert rows_of(panes, ["window_start", "total", "n", "pane_timing", "micro_batch"]) == [
+                (start, 3, 2, "ON_TIME", 2)]
+            assert late == []
+    finally:
+        catalog.drop_stream(spark, "idle_s")

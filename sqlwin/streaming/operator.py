@@ -377,6 +377,16 @@ class MicroBatchOperator(StoppableBatches):
         candidates = [t for t in (min(proc, default=None), idle) if t is not None]
         return min(candidates) if candidates else None
 
+    def idle_wake(self) -> int | None:
+        """The processing time at which an idle stream's watermark (WITH IDLE TIMEOUT) reaches the earliest window
+        timer (None: no stream has an idle timeout, or nothing waits): the tick a live run gets then, which a
+        replay runs as a micro-batch without rows before the next one with rows, if that one comes later."""
+        trackers = getattr(self.tracker, "trackers", [])
+        if self.shape.processing_time or not any(t.idle_timeout is not None and t.lag is None for t in trackers):
+            return None
+        events = self.panes.timers(self.current_processing_time)[1] + self.assigner.event_timers()
+        return self.tracker.wake_time(min(events), after=self.current_processing_time) if events else None
+
     # -- metrics ------------------------------------------------------------------------------
     @property
     def windows(self) -> dict[WindowKey, WindowState]:

@@ -167,12 +167,25 @@ def drive(operator: MicroBatchOperator, spark: Any, plan: list, has_clock: bool,
     processing_time = 0
     for entry in plan:
         processing_time = clock_of(entry, has_clock, operator)
+        idle_steps(operator, spark, processing_time)
         before = operator.watermark
         operator.step(spark, data_of(entry), processing_time)
         if operator.watermark > before:  # the no-data micro-batch a live stream runs next
             operator.step(spark, None, processing_time if has_clock else operator.next_batch * SECOND)
     final_clock = processing_time if has_clock else operator.next_batch * SECOND
     operator.step(spark, None, final_clock, end_of_input=True)
+
+
+def idle_steps(operator: MicroBatchOperator, spark: Any, until: int) -> None:
+    """The micro-batches without rows a live run's idle stream gets (its tick at the moment its watermark, moving
+    with the clock, reaches a window's end: GRAMMAR 3's ``max(d, e - max_ts + delay)`` after the last row), at
+    those moments, before a micro-batch of rows at processing time ``until``: the window closes without the rows
+    that came after it closed. Bounded: each one fires a window or moves the next moment on."""
+    for _ in range(1024):
+        wake = operator.idle_wake()
+        if wake is None or wake > until:
+            return
+        operator.step(spark, None, wake)
 
 
 def drive_stages(operator: StagedOperator, spark: Any, plan: list, has_clock: bool, data_of: Any) -> None:
