@@ -22,6 +22,7 @@ from sqlwin import diagnostics
 from sqlwin.backends.spark_batch import SparkBatchCompiler
 from sqlwin.errors import SqlwinError
 from sqlwin.plan.statements import WindowedQuery
+from sqlwin.plan.windows import WindowSpec
 
 
 def query_of(node: exp.Expr) -> exp.Expr:
@@ -32,15 +33,27 @@ def query_of(node: exp.Expr) -> exp.Expr:
 def check_as_batch(spark: Any, text: str, query: WindowedQuery, streams: dict[str, Any]) -> None:
     """Analyse ``query`` as the batch query over empty relations shaped like ``streams`` (name -> stream);
     a mistake is a ``SqlwinError`` positioned in ``text``, as the batch query reports it."""
-    compiler = SparkBatchCompiler(spark)  # the batch query's own compiler (pipeline.make_compiler's)
     with in_user_terms(text):  # a stream's view dropped behind sqlwin's back
         schemas = {name: spark.table(name).schema for name in sorted(streams)}
-    ctes = [exp.CTE(this=empty_relation(schema), alias=exp.TableAlias(this=exp.to_identifier(name)))
-            for name, schema in schemas.items()]
-    compiled = compiler.compile(query_of(query.node).copy(), query.windows)
-    sql = compiler.render(_with_ctes(compiled, ctes))
+    sql = batch_sql(spark, query_of(query.node).copy(), query.windows, schemas)
     # an error Spark gives no place for is at the query's start, as in the batch query (not at CREATE or INSERT)
     diagnostics.run_sql(spark, sql, text, sql, after=diagnostics.query_start(text))
+
+
+def batch_sql(spark: Any, node: exp.Expr, windows: list[WindowSpec], schemas: dict[str, Any]) -> str:
+    """``node`` (changed in place) compiled as the batch query over empty relations with ``schemas`` (stream
+    name -> schema), each a CTE named like its stream."""
+    compiler = SparkBatchCompiler(spark)  # the batch query's own compiler (pipeline.make_compiler's)
+    ctes = [exp.CTE(this=empty_relation(schema), alias=exp.TableAlias(this=exp.to_identifier(name)))
+            for name, schema in schemas.items()]
+    return compiler.render(_with_ctes(compiler.compile(node, windows), ctes))
+
+
+def batch_names(spark: Any, node: exp.Expr, windows: list[WindowSpec], streams: list[str]) -> list[str]:
+    """The names Spark gives the columns of ``node`` (changed in place) as the batch query over ``streams``
+    (analysed over empty relations shaped like them, never run)."""
+    schemas = {name: spark.table(name).schema for name in sorted(set(streams))}
+    return spark.sql(batch_sql(spark, node, windows, schemas)).columns
 
 
 def empty_relation(schema: Any) -> exp.Select:

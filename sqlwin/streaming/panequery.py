@@ -6,28 +6,33 @@
 - ``pane_sql``: the user's query over the *pane relation*: per fired pane, its stored rows (or one row
   of NULLs for an empty pane) with the window bounds, the keys and ``pane_index``/``pane_timing``/
   ``is_final``. The carrier groups by the pane columns as well, and ``COUNT(*)`` counts real rows only,
-  so an empty pane aggregates as an empty group (GRAMMAR 4: ``COUNT(*)`` = 0, ``SUM`` = NULL).
+  so an empty pane aggregates as an empty group (GRAMMAR 4: ``COUNT(*)`` = 0, ``SUM`` = NULL). Each item the
+  user did not alias is aliased with the name Spark gives it in the batch query (``item_names``), as the
+  rewrite would otherwise leave Spark naming the rewritten expression.
 
 Rows never pass through Python: the operator only sees per-window counts.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from sqlglot import exp
 
+from sqlwin import diagnostics
 from sqlwin.backends.spark_batch import SparkBatchCompiler
 from sqlwin.core.panes import MAX_TIME, MIN_TIME
 from sqlwin.dialect.nodes import TableArg
 from sqlwin.errors import SqlwinError
 from sqlwin.plan.windows import WindowKind
-from sqlwin.streaming import partitioned
+from sqlwin.streaming import analysis, partitioned
 from sqlwin.streaming.context import Views
 from sqlwin.streaming.partials import Decomposition
 from sqlwin.streaming.shape import (
     PANE_COLUMNS,
     StreamingShape,
+    ancestors,
     count_star_to_present,
     find_carrier,
     is_star,
@@ -35,16 +40,22 @@ from sqlwin.streaming.shape import (
     mark_carrier,
     reading,
     strip_clauses,
+    top_select,
+    within,
 )
 
 D = "spark"
 INTERNAL = ("__key", "__ws", "__we", "__mb", "__present")
+PLACEHOLDER = "__sqlwin_star"  # a star of the carrier, in the query that names its items (one column)
+log = logging.getLogger(__name__)
 
 
 class PaneQuery:
     def __init__(self, shape: StreamingShape, spark: Any, views: Views):
         self.shape = shape
+        self.spark = spark
         self.views = views
+        self._item_names: list[str | None] | None = None
         self.compiler = SparkBatchCompiler(spark)
         mark_carrier(shape)
         self.assign_sql = self._assign_sql()
@@ -194,6 +205,7 @@ class PaneQuery:
                                                     alias=exp.TableAlias(this=exp.to_identifier(alias))))
         carrier.set("where", None)
         if shape.aggregated:
+            self._name_items(carrier)
             self._rewrite_aggregation(carrier, alias, columns)
         else:
             self._expand_stars(carrier, alias, columns)
@@ -204,6 +216,19 @@ class PaneQuery:
         if partition_by is not None:
             partitioned.partition_by(root, carrier, partition_by)
         return root.sql(dialect=D)
+
+    def item_names(self) -> list[str | None]:
+        """The carrier's items' names in the batch query (``item_names``), asked of Spark once."""
+        if self._item_names is None:
+            self._item_names = item_names(self.spark, self.shape)
+        return self._item_names
+
+    def _name_items(self, carrier: exp.Select) -> None:
+        """Each item of (a copy of) the carrier that the user did not name is aliased with the name Spark gives
+        it in the batch query: the rewrite of its aggregates and keys would otherwise leave Spark naming the
+        rewritten expression (``CAST(coalesce(sum(__p0), 0) AS BIGINT)`` for ``COUNT(*)``)."""
+        carrier.set("expressions", [item if name is None else exp.alias_(item, exp.to_identifier(name, quoted=True))
+                                    for item, name in zip(carrier.expressions, self.item_names(), strict=True)])
 
     def _expand_stars(self, carrier: exp.Select, alias: str, columns: tuple[str, ...]) -> None:
         """A ``*`` of the window's rows selects the user's columns only: the pane relation's own (the pane
@@ -260,6 +285,74 @@ class PaneQuery:
             if node is root:
                 break
             node = node.parent
+
+
+def item_names(spark: Any, shape: StreamingShape) -> list[str | None]:
+    """Per item of the carrier's SELECT list, the name Spark gives it in the batch query, or None where the user
+    named it (an alias, a star): replay, a streaming table and batch then name their columns alike. Spark is
+    asked, as its name comes from the analysed expression (``COUNT(*)`` is ``count(1)``, ``v % 2`` is
+    ``(v % 2)``), by analysing the carrier alone as a batch query (``_naming_query``); nothing runs."""
+    carrier = find_carrier(top_select(shape.query.node).copy())
+    unnamed = [not _named(item) for item in carrier.expressions]
+    if not any(unnamed):
+        return [None] * len(unnamed)
+    windows = [shape.window] if shape.window is not None else []
+    streams = [s.name for s in shape.streams or [shape.stream]]
+    try:
+        names = analysis.batch_names(spark, _naming_query(carrier), windows, streams)
+    except Exception as err:  # the batch query was analysed already (``check_as_batch``): sqlwin's own mistake
+        if not diagnostics.is_spark_error(err):
+            raise
+        log.warning("the names of the query's columns could not be derived; Spark names the rewritten ones: %s", err)
+        return [None] * len(unnamed)
+    if len(names) != len(unnamed):  # an item of several columns (a generator such as posexplode): as written
+        return [None] * len(unnamed)
+    return [name if own else None for name, own in zip(names, unnamed, strict=True)]
+
+
+def _named(item: exp.Expr) -> bool:
+    return isinstance(item, (exp.Alias, exp.Aliases)) or is_star(item)
+
+
+def _naming_query(carrier: exp.Select) -> exp.Select:
+    """The carrier (of a copy of the statement) alone, as a batch query whose items Spark names as it names the
+    user's: its window TVF read as ``(SELECT * FROM tvf) AS alias`` (plain ``window_start``/``window_end``
+    columns, as the pane relation has, where the batch plan of an aggregation reads a window struct), each star
+    one placeholder column (the items stay in step with the columns), no ORDER BY (it may name items by
+    position), and the CTEs of the queries around it that it may read."""
+    query = carrier.copy()
+    query.set("order", None)
+    query.set("expressions", [exp.alias_(exp.Literal.number(0), PLACEHOLDER) if is_star(e) else e
+                              for e in query.expressions])
+    source = query.args["from_"].this
+    if not isinstance(source, exp.Table):  # the window TVF (the global window reads the stream itself)
+        alias = source.args.get("alias")
+        source.set("alias", None)
+        query.args["from_"].set("this", exp.Subquery(this=exp.select("*").from_(source, copy=False), alias=alias))
+    scope = ctes_in_scope(carrier)
+    if scope:
+        own = query.args.get("with_")
+        query.set("with_", exp.With(expressions=[*scope, *(own.expressions if own is not None else [])]))
+    return query
+
+
+def ctes_in_scope(node: exp.Expr) -> list[exp.CTE]:
+    """Copies of the CTEs ``node`` may read of the queries around it (in a WITH that defines ``node``, those before
+    its own), outermost first; an inner CTE hides an outer one of the same name."""
+    found: list[exp.CTE] = []
+    for parent in ancestors(node):
+        with_ = parent.args.get("with_") if isinstance(parent, exp.Query) else None
+        if with_ is not None:
+            ctes = with_.expressions
+            before = next((i for i, cte in enumerate(ctes) if within(node, cte)), len(ctes))
+            found = [*(cte.copy() for cte in ctes[:before]), *found]
+    hidden = {cte.alias_or_name.lower() for cte in (node.args.get("with_") or exp.With()).expressions}
+    kept: list[exp.CTE] = []
+    for cte in reversed(found):
+        if cte.alias_or_name.lower() not in hidden:
+            hidden.add(cte.alias_or_name.lower())
+            kept.insert(0, cte)
+    return kept
 
 
 def key_ddl(schema: Any, count: int) -> str:
