@@ -186,6 +186,12 @@ def offset_position(text: str, offset: int) -> tuple[int, int]:
     return text.count("\n", 0, offset) + 1, offset - text.rfind("\n", 0, offset)
 
 
+def at_name(text: str, name: str, message: str) -> SqlwinError:
+    """An error about the table or stream ``name`` of statement ``text`` (which has no parse tree to point
+    with), at the name where the text gives it, else where the statement starts."""
+    return SqlwinError(message, *(locate(text, [name]) or statement_start(text)))
+
+
 def statement_start(text: str) -> tuple[int, int]:
     """Where the statement's first token is (comments and blanks skipped)."""
     tokens = _tokens(text)

@@ -78,6 +78,8 @@ def test_two_running_tables_cannot_share_a_folder(spark, env, tmp_path):
             sqlwin.sql(spark, f"CREATE STREAMING TABLE tf_two OPTIONS ({options}) AS {QUERY.format(s=s, size=10)}")
         assert f"give tf_two another OPTIONS ({role}" in str(info.value)
         assert catalog.find_table("tf_two") is None
+    with pytest.raises(SqlwinError, match="^line 1, col 24: streaming table tf_one is already running; STOP "):
+        sqlwin.sql(spark, f"CREATE STREAMING TABLE tf_one OPTIONS (path '{shared}') AS {QUERY.format(s=s, size=10)}")
     feeder.feed([[{"k": "a", "v": 1, "ts": ts(1)}, {"k": "a", "v": 2, "ts": ts(15)}]], first)
     assert rows_of(spark.table("tf_one"), ["window_start", "s", "c"]) == [(T, 1, 1)]
     first.stop()  # stopped, its folders are free (to continue it, or to read its sink's folder elsewhere)
@@ -85,3 +87,10 @@ def test_two_running_tables_cannot_share_a_folder(spark, env, tmp_path):
                           f"{QUERY.format(s=s, size=10)}")
     second.process_all_available()
     assert rows_of(spark.table("tf_two"), ["window_start", "s", "c"]) == [(T, 1, 1)]
+
+
+@pytest.mark.parametrize("statement", ["STOP STREAMING TABLE tf_nosuch", "DROP STREAMING TABLE tf_nosuch PURGE"])
+def test_a_table_that_does_not_exist_is_an_error_at_its_name(spark, statement):
+    with pytest.raises(SqlwinError, match=f"^line 1, col 22: {statement.split()[0]} STREAMING TABLE tf_nosuch: no "
+                                          "such streaming table"):
+        sqlwin.sql(spark, statement)

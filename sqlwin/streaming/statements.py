@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from sqlwin.diagnostics import read_failure
+from sqlwin.diagnostics import at_name, read_failure
 from sqlwin.errors import SqlwinError
 from sqlwin.plan import statements as st
 from sqlwin.planner.streams import column_named
@@ -76,12 +76,12 @@ def execute(spark: Any, text: str, plan: object) -> StatementResult:
     if isinstance(plan, st.StopStreamingTable):
         table = catalog.find_table(plan.name)
         if table is None:
-            raise SqlwinError(f"STOP STREAMING TABLE {plan.name}: no such streaming table")
+            raise at_name(text, plan.name, f"STOP STREAMING TABLE {plan.name}: no such streaming table")
         table.stop()
         registry.set_running(table.name, False)  # a server started again does not resume it
         return StatementResult(text, message=f"streaming table {table.name} stopped")
     if isinstance(plan, st.DropStreamingTable):
-        return StatementResult(text, message=drop_table(spark, plan.name, plan.purge))
+        return StatementResult(text, message=drop_table(spark, plan.name, plan.purge, text))
     prepared = prepare(spark, text, plan)
     if isinstance(prepared, (StreamingShape, StagedShape)):  # a replay
         from sqlwin.streaming.replay import replay
@@ -279,7 +279,7 @@ def check_punctuation(rows: Any, watermark: st.WatermarkSpec | None) -> None:
                                        f"{data_type.simpleString().upper()}")
 
 
-def drop_table(spark: Any, name: str, purge: bool) -> str:
+def drop_table(spark: Any, name: str, purge: bool, text: str = "") -> str:
     """``DROP STREAMING TABLE name [PURGE]``: stop it if it runs, forget it, drop its catalog views; PURGE deletes
     its folder and its outputs' folders (through the storage layer). A table this process does not run is found by
     its views in the current database (their properties name its folders)."""
@@ -302,8 +302,8 @@ def drop_table(spark: Any, name: str, purge: bool) -> str:
     if known:  # a table a server ran: its folders, even where no view of a catalog names them (an in-memory one)
         folders += known.get("folders", [])
     if table is None and not views and known is None:
-        raise SqlwinError(f"DROP STREAMING TABLE {name}: no such streaming table (neither running in this server "
-                          f"or process nor in the catalog's database {database})")
+        raise at_name(text, name, f"DROP STREAMING TABLE {name}: no such streaming table (neither running in this "
+                                  f"server or process nor in the catalog's database {database})")
     for view in dict.fromkeys(views):
         spark.sql(f"DROP VIEW IF EXISTS {view}")
     if purge:

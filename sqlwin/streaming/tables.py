@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlwin.core.panes import MAX_TIME, MIN_TIME
-from sqlwin.diagnostics import runtime_failure
+from sqlwin.diagnostics import at_name, runtime_failure
 from sqlwin.errors import SqlwinError
 from sqlwin.streaming import catalog, storage, tableviews
 from sqlwin.streaming.compaction import CompactionPolicy
@@ -94,7 +94,8 @@ class StreamingTable:
     def start(self) -> StreamingTable:
         existing = catalog.find_table(self.name)
         if existing is not None and existing.is_active:
-            raise SqlwinError(f"streaming table {self.name} is already running; STOP STREAMING TABLE {self.name} first")
+            raise at_name(self.shape.text, self.name, f"streaming table {self.name} is already running; STOP "
+                                                      f"STREAMING TABLE {self.name} first")
         storage.makedirs(self.location)
         from sqlwin.streaming.native import start_native
         from sqlwin.streaming.runner import start_custom
