@@ -78,7 +78,7 @@ def test_two_running_tables_cannot_share_a_folder(spark, env, tmp_path):
             sqlwin.sql(spark, f"CREATE STREAMING TABLE tf_two OPTIONS ({options}) AS {QUERY.format(s=s, size=10)}")
         assert f"give tf_two another OPTIONS ({role}" in str(info.value)
         assert catalog.find_table("tf_two") is None
-    with pytest.raises(SqlwinError, match="^line 1, col 24: streaming table tf_one is already running; STOP "):
+    with pytest.raises(SqlwinError, match=r"^line 1, col 24: streaming table tf_one is already running; STOP "):
         sqlwin.sql(spark, f"CREATE STREAMING TABLE tf_one OPTIONS (path '{shared}') AS {QUERY.format(s=s, size=10)}")
     feeder.feed([[{"k": "a", "v": 1, "ts": ts(1)}, {"k": "a", "v": 2, "ts": ts(15)}]], first)
     assert rows_of(spark.table("tf_one"), ["window_start", "s", "c"]) == [(T, 1, 1)]
