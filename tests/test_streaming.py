@@ -186,10 +186,10 @@ def test_files_already_waiting_give_the_panes_of_files_arriving_one_at_a_time(sp
             SELECT window_start, window_end, k, SUM(v) AS s, COUNT(*) AS c
             FROM TUMBLE(TABLE s_waiting, DESCRIPTOR(ts), INTERVAL 10 SECONDS)
             GROUP BY window_start, window_end, k
-            ALLOWED LATENESS INTERVAL 5 SECONDS LATE ROWS TO waiting_late""")
+            ALLOWED LATENESS INTERVAL 5 SECONDS LATE ROWS TO waiting_out_late""")
         table.process_all_available()
         assert rows_of(spark.table("waiting_out"), PANE_COLUMNS) == BATCHES_PANES
-        assert rows_of(spark.table("waiting_late"), LATE_COLUMNS) == BATCHES_LATE
+        assert rows_of(spark.table("waiting_out_late"), LATE_COLUMNS) == BATCHES_LATE
         assert table.operator.ticks.asked == 0
     finally:
         for table in catalog.all_tables():

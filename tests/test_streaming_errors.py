@@ -161,6 +161,8 @@ WRONG_REPLAY_STREAMS = [  # over bt (k STRING, v INT, price DOUBLE, ts TIMESTAMP
     (f"CREATE STREAM wr FROM TABLE {BATCH}\n  ARRIVAL ORDER BY ts MICRO BATCH BY v + nosuch\n  WATERMARK FOR ts AS ts",
      (2, 42), "MICRO BATCH BY: [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or function parameter with "
               "name `nosuch` cannot be resolved."),
+    (f"CREATE STREAM wr FROM TABLE {BATCH} ARRIVAL ORDER BY ts MICRO BATCH BY map(k, v) WATERMARK FOR ts AS ts",
+     (1, 67), "MICRO BATCH BY: MAP(k, v) is MAP<STRING,INT>, which has no order"),
     (f"CREATE STREAM wr FROM TABLE {BATCH} ARRIVAL ORDER BY ts MICRO BATCH BY MAX(v) WATERMARK FOR ts AS ts",
      (1, 67), "MICRO BATCH BY reads each row on its own: no aggregate, window function or subquery here (MAX(v))"),
     (f"CREATE STREAM wr FROM TABLE {BATCH} ARRIVAL ORDER BY ts\nPROCESSING TIME BY k WATERMARK FOR ts AS ts",

@@ -235,18 +235,28 @@ def check_replay_clauses(rows: Any, plan: st.CreateReplayStream) -> None:
 def _analysed(rows: Any, node: exp.Expr, what: str, ordered: bool = False) -> Any:
     """The data type of ``node`` over ``rows`` (analysed, nothing read); ``ordered``: rows can be sorted by it.
     Spark's error is a SqlwinError at the column it names (else at ``node``), prefixed with ``what``."""
-    from pyspark.sql import functions as F
-
     try:
         data_type = rows.selectExpr(node.sql("spark")).schema.fields[0].dataType
-        if ordered:
-            _ = rows.orderBy(F.expr(node.sql("spark"))).schema
     except Exception as err:  # Spark's first line, without SQLSTATE or its own position
         failure = read_failure(err)
         named = failure.params.get("objectName", "").split(".")[-1].strip("`").lower()
         at = next((c for c in node.find_all(exp.Column) if named and c.name.lower() == named), node)
         raise SqlwinError.at(at, f"{what}: {failure.message}") from None
+    if ordered and not _orderable(data_type):  # (a constant such as MICRO BATCH BY 0 is one micro-batch)
+        raise SqlwinError.at(node, f"{what}: {node.sql('spark')} is {data_type.simpleString().upper()}, which has "
+                                   "no order")
     return data_type
+
+
+def _orderable(data_type: Any) -> bool:
+    """Whether Spark orders values of ``data_type`` (not a MAP or VARIANT, nor one inside an array or struct)."""
+    from pyspark.sql import types as T
+
+    if isinstance(data_type, T.ArrayType):
+        return _orderable(data_type.elementType)
+    if isinstance(data_type, T.StructType):
+        return all(_orderable(f.dataType) for f in data_type.fields)
+    return not isinstance(data_type, T.MapType) and data_type.typeName() != "variant"
 
 
 def _time_typed(node: exp.Expr, what: str, data_type: Any) -> None:
