@@ -89,6 +89,9 @@ def test_killed_server_resumes_every_running_table_exactly_once(tmp_path: Path) 
                        "LATE ROWS TO resumed_late")
         # json: its view reads with options (``json.`glob` WITH (...)``), Spark SQL the server's hook passes as is
         cursor.execute(f"CREATE STREAMING TABLE resumed_native USING json AS {QUERY}")
+        cursor.execute(f"CREATE STREAMING TABLE stopped_before AS {QUERY}")
+        cursor.execute("STOP STREAMING TABLE stopped_before")  # not resumed; its folder stays
+        assert (root / "stopped_before" / "checkpoint").is_dir()
         feeder.write(BATCHES[0])  # W -> 5
         poll_rows_in(cursor, "resumed", 3)
         feeder.write(BATCHES[1])  # W -> 10: [0, 10) fires
@@ -120,23 +123,19 @@ def test_killed_server_resumes_every_running_table_exactly_once(tmp_path: Path) 
         assert sorted(bench.fetch(cursor, PANES.format("resumed"))) == sorted([*ON_TIME_0, LATE_0, ON_TIME_10])
         assert bench.fetch(cursor, "SELECT count(*), count(DISTINCT micro_batch) FROM resumed_late") == [(1, 1)]
 
-        # STOP: not resumed by a next server
-        cursor.execute("STOP STREAMING TABLE resumed_native")
+        # DROP ... PURGE of the table the first server stopped, which this one does not run and no view of its
+        # (in-memory) catalog names: the registry's entry knows its folders
         registry = root / "_sqlwin_registry"
+        assert json.loads((registry / "stopped_before.json").read_text())["running"] is False
+        cursor.execute("DROP STREAMING TABLE stopped_before PURGE")
+        assert not (registry / "stopped_before.json").exists() and not (root / "stopped_before").exists()
+        # STOP: not resumed by a next server; DROP: forgotten
+        cursor.execute("STOP STREAMING TABLE resumed_native")
         assert json.loads((registry / "resumed_native.json").read_text())["running"] is False
         assert json.loads((registry / "resumed.json").read_text())["running"] is True
-    finally:
-        second.stop()
-
-    third = ServerProcess(args=args, env=env, log_path=tmp_path / "third.log").start()
-    try:
-        cursor = bench.connect(third.host, third.port).cursor()
-        assert shown(cursor) == {"resumed": ("running", "custom")}
-        # DROP ... PURGE of the stopped table, which this server does not run and no view of its (in-memory)
-        # catalog names: the registry's entry knows its folders
         cursor.execute("DROP STREAMING TABLE resumed_native PURGE")
         assert not (registry / "resumed_native.json").exists() and not (root / "resumed_native").exists()
         cursor.execute("DROP STREAMING TABLE resumed")  # no PURGE: its folder stays
         assert sorted(p.name for p in registry.iterdir()) == [] and (root / "resumed" / "data").is_dir()
     finally:
-        third.stop()
+        second.stop()
