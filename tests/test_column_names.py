@@ -102,11 +102,8 @@ def test_a_cascade_reads_the_inner_windows_columns_by_their_batch_names(spark, r
            "window_time AS wt, COUNT(*) FROM TUMBLE(TABLE {s}, DESCRIPTOR(ts), INTERVAL 10 SECONDS) "
            "GROUP BY window_start, window_end, window_time), DESCRIPTOR(wt), INTERVAL 20 SECONDS) "
            "GROUP BY window_start, window_end")
-    batch = sqlwin.sql(spark, sql.format(s=table))
-    replay = sqlwin.sql(spark, sql.format(s=stream))
+    batch = _replay_equals_batch(spark, sql, table, stream, PANES)
     assert batch.columns == ["window_start", "sum(count(1))", "count(1)"]
-    assert replay.columns == [*batch.columns, *PANES]
-    assert rows_of(replay, batch.columns) == rows_of(batch)
 
 
 def test_a_window_join_reads_each_sides_columns_by_their_batch_names(spark, replayed):
@@ -115,10 +112,17 @@ def test_a_window_join_reads_each_sides_columns_by_their_batch_names(spark, repl
            "FROM TUMBLE(TABLE {s}, DESCRIPTOR(ts), INTERVAL 10 SECONDS) GROUP BY window_start, window_end) L "
            "JOIN (SELECT window_start, window_end, SUM(v) FROM TUMBLE(TABLE {s}, DESCRIPTOR(ts), INTERVAL 10 SECONDS) "
            "GROUP BY window_start, window_end) R ON L.window_start = R.window_start AND L.window_end = R.window_end")
+    _replay_equals_batch(spark, sql, table, stream, [*PANES[:3], "micro_batch"])
+
+
+def _replay_equals_batch(spark, sql: str, table: str, stream: str, panes: list[str]):
+    """``sql`` replayed over ``stream``: the batch query's columns (over ``table``), then ``panes``, and its rows;
+    returns the batch query's result."""
     batch = sqlwin.sql(spark, sql.format(s=table))
     replay = sqlwin.sql(spark, sql.format(s=stream))
-    assert replay.columns == [*batch.columns, *PANES[:3], "micro_batch"]
+    assert replay.columns == [*batch.columns, *panes]
     assert rows_of(replay, batch.columns) == rows_of(batch)
+    return batch
 
 
 LIVE = {  # custom path (ALLOWED LATENESS; SESSION and count windows run there anyway), and the native one

@@ -257,6 +257,15 @@ def test_a_stream_read_without_a_window_is_an_error_at_its_name(streams, monkeyp
 
 
 # -- failures while running -------------------------------------------------------------------------
+def _stop_tables(names) -> None:
+    """Stop and forget the streaming tables of ``names`` that a test started."""
+    for name in names:
+        table = catalog.find_table(name)
+        if table is not None:
+            table.stop()
+            catalog.remove_table(name)
+
+
 def _status_line(table) -> str:
     status = table.status()
     assert status.status == "failed"
@@ -307,11 +316,7 @@ def test_a_failure_while_running_is_one_line_and_a_fixed_restart_resumes_exactly
         for name in tables:
             assert rows_of(spark.table(name), ["window_start", "s", "c"]) == windows, name
     finally:
-        for name in texts:
-            table = catalog.find_table(name)
-            if table is not None:
-                table.stop()
-                catalog.remove_table(name)
+        _stop_tables(texts)
 
 
 @pytest.mark.slow
@@ -385,11 +390,7 @@ def test_a_value_the_declared_column_cannot_hold_fails_the_table_and_names_its_f
                     feeder.feed([[{"k": "a", "v": 5, "ts": ts(30)}]], table)
                     assert rows_of(spark.table(name), ["window_start", "k", "s", "c"]) == [(T, "a", 1, 2)]
     finally:
-        for name in names:
-            table = catalog.find_table(name)
-            if table is not None:
-                table.stop()
-                catalog.remove_table(name)
+        _stop_tables(names)
 
 
 # -- generated and mutated statements ---------------------------------------------------------------
