@@ -368,8 +368,7 @@ class MicroBatchOperator(StoppableBatches):
         """The next processing time (after this micro-batch's) at which a micro-batch without rows may fire
         something: the earliest processing-time timer, or the moment idleness moves the watermark."""
         now = self.current_processing_time
-        proc, events = self.panes.timers(now)
-        events += self.assigner.event_timers()
+        proc, events = self._timers()
         if self.shape.processing_time:  # the clock itself moves the watermark: wake when a window ends
             idle = min((e + 1 for e in events if e + 1 > now), default=None)
         else:
@@ -384,8 +383,13 @@ class MicroBatchOperator(StoppableBatches):
         trackers = getattr(self.tracker, "trackers", [])
         if self.shape.processing_time or not any(t.idle_timeout is not None and t.lag is None for t in trackers):
             return None
-        events = self.panes.timers(self.current_processing_time)[1] + self.assigner.event_timers()
+        events = self._timers()[1]
         return self.tracker.wake_time(min(events), after=self.current_processing_time) if events else None
+
+    def _timers(self) -> tuple[list[int], list[int]]:
+        """The open windows' (processing-time, event-time) timers after this micro-batch, the assigner's too."""
+        proc, events = self.panes.timers(self.current_processing_time)
+        return proc, [*events, *self.assigner.event_timers()]
 
     # -- metrics ------------------------------------------------------------------------------
     @property

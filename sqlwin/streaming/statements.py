@@ -95,7 +95,7 @@ def execute(spark: Any, text: str, plan: object) -> StatementResult:
     query = plan.query.node if isinstance(plan, st.CreateStreamingTable) else plan.node
     registry.record(spark, table.name, text, [t for t in (catalog.stream_text(spark, s) for s in
                                                            streams_read(spark, query)) if t is not None],
-                    [table.location, *(sink.path for sink in table.outputs())])
+                    list(table.folders().values()))
     if isinstance(plan, st.CreateStreamingTable):
         return StatementResult(text, message=f"streaming table {table.name} started ({table.path} path: {table.why})")
     return StatementResult(text, message=f"streaming insert into {table.name} started ({table.path} path)")
@@ -299,11 +299,8 @@ def drop_table(spark: Any, name: str, purge: bool, text: str = "") -> str:
     if isinstance(table, StreamingTable):
         table.stop()
         catalog.remove_table(table.name)
-        for sink in table.outputs():
-            if sink.catalog_view is not None:
-                views.append(sink.catalog_view[0])
-            folders.append(sink.path)
-        folders.insert(0, table.location)
+        views += [sink.catalog_view[0] for sink in table.outputs() if sink.catalog_view is not None]
+        folders += table.folders().values()
     database = tableviews.current_database(spark)
     for view, entry in tableviews.entries_of(spark, database, name):
         views.append(tableviews.qualified(database, view))

@@ -14,8 +14,6 @@ is given again, and two sinks writing the same ``micro_batch=n`` folders replace
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlglot import exp
 
 from sqlwin.errors import SqlwinError
@@ -66,19 +64,11 @@ def check_folders(name: str, folders: dict[str, str], at: exp.Expr | None) -> No
         if other.name.lower() == name.lower() or not other.is_active:
             continue
         for role, mine in folders.items():
-            for their_role, theirs in table_folders(other).items():
+            for their_role, theirs in other.folders().items():
                 if _overlap(mine, theirs):
                     raise SqlwinError.at(at, f"streaming table {name}: its {role} {mine} is also where the running "
                                              f"streaming table {other.name} keeps its {their_role} ({theirs}); "
                                              f"give {name} another OPTIONS ({_option(role)} ...)")
-
-
-def table_folders(table: Any) -> dict[str, str]:
-    """The folders a streaming table writes: its checkpoint folder, its sink's and its late rows'."""
-    folders = {"checkpoint": table.location, "path": table.sink.path}
-    if table.late_sink is not None:
-        folders["late rows"] = table.late_sink.path
-    return folders
 
 
 def _overlap(a: str, b: str) -> bool:

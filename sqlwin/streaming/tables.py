@@ -124,6 +124,13 @@ class StreamingTable:
         if self.operator is not None and self.committed_state is None:  # over Connect: refreshed on the server
             self.operator.show_committed()
 
+    def folders(self) -> dict[str, str]:
+        """The folders it writes, by role: its checkpoint folder, its sink's and (LATE ROWS TO) its late rows'."""
+        folders = {"checkpoint": self.location, "path": self.sink.path}
+        if self.late_sink is not None:
+            folders["late rows"] = self.late_sink.path
+        return folders
+
     def outputs(self) -> list[Any]:
         """Its sinks: the panes, and the late rows if it has LATE ROWS TO."""
         return [s for s in (self.sink, self.late_sink) if s is not None]
