@@ -187,27 +187,36 @@ def cmd_run(args: argparse.Namespace) -> int:
         else:
             print(f"error: no such file or folder: {path}", file=sys.stderr)
             return 1
-    from sqlwin.service import stop_signals, watch
+    import signal
+
+    from sqlwin.service import note_stopped, stop_signals, watch
     from sqlwin.streaming.catalog import all_tables
     from sqlwin.streaming.tables import AVAILABLE_NOW_CONF
 
-    spark = start_spark(dict(args.conf))
-    if args.available_now:
-        spark.conf.set(AVAILABLE_NOW_CONF, "true")
-    out, err = consoles()
-    runner = Runner(spark, out, err, plan=args.plan, max_rows=args.max_rows,
-                    show_rewrite=args.show_rewrite, progress=not args.no_progress)
-    try:
-        for source in sources:
-            runner.run_source(source)
-        if folder is not None:
-            runner.run_models(folder)
-    except (Failed, KeyboardInterrupt):
-        for table in all_tables():  # what the script started so far ends cleanly (resumable), not with the JVM
-            table.stop()
-        raise
-    with stop_signals() as stop:  # the process lives while its streaming tables run
-        return watch(out, err, runner.origins, stop, refresh=args.refresh)
+    # SIGTERM from the start (a service manager may stop the CLI while Spark or a table starts): it lets the
+    # statement in flight end, runs no more and stops what started; SIGINT keeps pyspark's handler (cancel the
+    # jobs in flight) until the script ran
+    with stop_signals((signal.SIGTERM,)) as stop:
+        spark = start_spark(dict(args.conf))
+        if args.available_now:
+            spark.conf.set(AVAILABLE_NOW_CONF, "true")
+        out, err = consoles()
+        runner = Runner(spark, out, err, plan=args.plan, max_rows=args.max_rows,
+                        show_rewrite=args.show_rewrite, progress=not args.no_progress, stop=stop)
+        try:
+            for source in sources:
+                runner.run_source(source)
+            if folder is not None and not stop.is_set():
+                runner.run_models(folder)
+        except (Failed, KeyboardInterrupt):
+            for table in all_tables():  # what the script started so far ends cleanly (resumable), not with the JVM
+                table.stop()
+            raise
+        with stop_signals((signal.SIGINT, signal.SIGTERM), stop):  # the process lives while its tables run
+            code = watch(out, err, runner.origins, stop, refresh=args.refresh)
+        if stop.is_set() and not runner.origins:  # stopped before any streaming table started
+            note_stopped(out, stop, 0)
+        return code
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -342,8 +351,10 @@ class Runner:
     """Runs scripts statement by statement and prints each result."""
 
     def __init__(self, spark: SparkSession, out: Console, err: Console, *, plan: str = "auto",
-                 max_rows: int = 50, show_rewrite: bool = False, progress: bool = True):
+                 max_rows: int = 50, show_rewrite: bool = False, progress: bool = True, stop: Any = None):
+        """``stop``: an event (a signal) after which no further statement runs."""
         self.spark, self.out, self.err = spark, out, err
+        self.stop = stop
         self.plan, self.max_rows, self.show_rewrite, self.progress = plan, max_rows, show_rewrite, progress
         self.origins: dict[str, Origin] = {}  # streaming table -> where its statement is (its errors point there)
 
@@ -356,6 +367,8 @@ class Runner:
         with self.guard(source, None):
             statements = split_statements(source.text)
         for statement, start in zip(statements, statement_starts(source.text, statements), strict=True):
+            if self.stop is not None and self.stop.is_set():
+                return
             before = {id(t) for t in all_tables()}
             with self.guard(source, start, statement):
                 with self.progress_line():

@@ -44,16 +44,18 @@ class Origin:
 
 
 @contextmanager
-def stop_signals() -> Iterator[threading.Event]:
-    """An event that SIGINT or SIGTERM sets (instead of killing the process) while the body runs."""
-    event = threading.Event()
-    names: list[str] = []
+def stop_signals(signals: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM),
+                 event: threading.Event | None = None) -> Iterator[threading.Event]:
+    """An event that the ``signals`` set (instead of killing the process) while the body runs; ``event``: one an
+    outer ``stop_signals`` made (``sqlwin run`` takes SIGTERM from its start, SIGINT once its script ran)."""
+    event = event if event is not None else threading.Event()
+    names: list[str] = getattr(event, "names", [])
 
     def handler(signum: int, frame: Any) -> None:
         names.append(signal.Signals(signum).name)
         event.set()
 
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, handler) for s in signals}
     event.names = names  # type: ignore[attr-defined]
     try:
         yield event
@@ -98,11 +100,19 @@ def watch(out: Console, err: Console, origins: dict[str, Origin], stop: threadin
         for table in failed:
             _report(err, table, origins.get(table.name.lower()))
         return 1
-    why = "/".join(getattr(stop, "names", [])) or "stop"
     if stop.is_set():
-        note(out, f"{why}: stopped {len(tables)} streaming table{'s' if len(tables) != 1 else ''}; "
-                  "started again on the same folders, they resume where they stopped")
+        note_stopped(out, stop, len(tables))
     return 0
+
+
+def note_stopped(out: Console, stop: threading.Event, tables: int) -> None:
+    """What a signal stopped (``tables``: how many streaming tables; 0: it came before any started)."""
+    why = "/".join(dict.fromkeys(getattr(stop, "names", []))) or "stop"
+    if not tables:
+        note(out, f"{why}: stopped before any streaming table started")
+        return
+    note(out, f"{why}: stopped {tables} streaming table{'s' if tables != 1 else ''}; "
+              "started again on the same folders, they resume where they stopped")
 
 
 def _spark_gone(out: Console) -> int:

@@ -157,6 +157,41 @@ def test_run_lasts_until_sigterm_and_resumes_exactly_once_with_available_now(spa
         ("a", 7, at(8), at(0), at(10), at(28), "late", 6)]
 
 
+@pytest.mark.slow
+def test_sigterm_while_a_table_starts_stops_what_started_and_exits_0(tmp_path: Path) -> None:
+    """SIGTERM sent while the script's second table starts (its folder made, its query not started yet): the
+    statement in flight ends, no later one runs, both tables stop and the CLI exits 0 (it died with 143 when the
+    signal came before the status loop)."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "pipeline.sql").write_text(PIPELINE + """
+CREATE STREAMING TABLE firsts AS
+SELECT window_start, window_end, COUNT(*) AS c FROM TUMBLE(TABLE bids, DESCRIPTOR(ts), INTERVAL 10 SECONDS)
+GROUP BY window_start, window_end;
+
+CREATE STREAMING TABLE never AS
+SELECT window_start, window_end, COUNT(*) AS c FROM TUMBLE(TABLE bids, DESCRIPTOR(ts), INTERVAL 10 SECONDS)
+GROUP BY window_start, window_end;
+""")
+    cli = Cli(tmp_path, "pipeline.sql")
+    try:
+        cli.wait_line(r"^streaming table totals started ")
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "root" / "firsts").is_dir():  # the table's start made its folder: it starts now
+            assert cli.proc.poll() is None and time.monotonic() < deadline, cli.text()
+            time.sleep(0.01)
+        os.kill(cli.proc.pid, signal.SIGTERM)
+        assert cli.wait() == 0, cli.text()
+    finally:
+        cli.kill()
+    out, err = cli.text()
+    assert "streaming table firsts started " in out and "never" not in out, out
+    assert "SIGTERM: stopped 2 streaming tables;" in out, out
+    for name in ("totals", "firsts"):
+        assert re.search(rf"^\S+ {name} stopped ", out, re.MULTILINE), out
+    assert "Traceback" not in out + err and "Exception" not in out + err, err[-3000:]
+    assert not (tmp_path / "root" / "never").exists()
+
+
 # ------------------------------------------------------------------ in this process, on the shared session
 @pytest.fixture()
 def stream(spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
