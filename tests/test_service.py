@@ -25,6 +25,7 @@ from rich.console import Console
 
 import sqlwin
 from sqlwin import service
+from sqlwin.errors import SqlwinError
 from sqlwin.streaming import catalog
 from sqlwin.streaming.tables import Status
 from tests.proctools import SHORT_LIVED_ENV
@@ -159,24 +160,20 @@ def test_run_lasts_until_sigterm_and_resumes_exactly_once_with_available_now(spa
 
 @pytest.mark.slow
 def test_sigterm_while_a_table_starts_stops_what_started_and_exits_0(tmp_path: Path) -> None:
-    """SIGTERM sent while the script's second table starts (its folder made, its query not started yet): the
-    statement in flight ends, no later one runs, both tables stop and the CLI exits 0 (it died with 143 when the
-    signal came before the status loop)."""
+    """SIGTERM sent while the script's table starts (its folder made, its query not started yet): that statement
+    ends, the next one does not run, the table stops and the CLI exits 0 (it died with 143 when the signal came
+    before the status loop)."""
     (tmp_path / "in").mkdir()
     (tmp_path / "pipeline.sql").write_text(PIPELINE + """
-CREATE STREAMING TABLE firsts AS
-SELECT window_start, window_end, COUNT(*) AS c FROM TUMBLE(TABLE bids, DESCRIPTOR(ts), INTERVAL 10 SECONDS)
-GROUP BY window_start, window_end;
-
 CREATE STREAMING TABLE never AS
 SELECT window_start, window_end, COUNT(*) AS c FROM TUMBLE(TABLE bids, DESCRIPTOR(ts), INTERVAL 10 SECONDS)
 GROUP BY window_start, window_end;
 """)
     cli = Cli(tmp_path, "pipeline.sql")
     try:
-        cli.wait_line(r"^streaming table totals started ")
+        cli.wait_line(r"^stream bids created")
         deadline = time.monotonic() + 120
-        while not (tmp_path / "root" / "firsts").is_dir():  # the table's start made its folder: it starts now
+        while not (tmp_path / "root" / "totals").is_dir():  # the table's start made its folder: it starts now
             assert cli.proc.poll() is None and time.monotonic() < deadline, cli.text()
             time.sleep(0.01)
         os.kill(cli.proc.pid, signal.SIGTERM)
@@ -184,10 +181,9 @@ GROUP BY window_start, window_end;
     finally:
         cli.kill()
     out, err = cli.text()
-    assert "streaming table firsts started " in out and "never" not in out, out
-    assert "SIGTERM: stopped 2 streaming tables;" in out, out
-    for name in ("totals", "firsts"):
-        assert re.search(rf"^\S+ {name} stopped ", out, re.MULTILINE), out
+    assert "streaming table totals started " in out and "never" not in out, out
+    assert re.search(r"^\S+ totals stopped micro_batches=0 ", out, re.MULTILINE), out
+    assert "SIGTERM: stopped 1 streaming table;" in out, out
     assert "Traceback" not in out + err and "Exception" not in out + err, err[-3000:]
     assert not (tmp_path / "root" / "never").exists()
 
@@ -303,3 +299,45 @@ def test_available_now_on_the_native_path_fires_what_the_files_complete_and_ends
     assert code == 0 and not table.is_active, err.getvalue()
     assert re.search(r"svc_now stopped micro_batches=2 rows_in=4 ", out.getvalue()), out.getvalue()
     assert rows_of(spark.table("svc_now"), ["window_start", "window_end", "c"]) == [(at(0), at(10), 3)]
+
+
+def test_the_watermark_shows_as_the_session_shows_timestamps_on_both_paths(spark, stream: Feeder) -> None:
+    """In a session whose time zone is not UTC, the native and the custom path show the watermark after their
+    last committed micro-batch alike: as ``CAST(ts AS STRING)`` shows it there, with its fraction of a second."""
+    query = ("SELECT window_start, window_end, COUNT(*) AS c FROM TUMBLE(TABLE s_svc, DESCRIPTOR(ts), "
+             "INTERVAL 10 SECONDS) GROUP BY window_start, window_end")
+    spark.conf.set("spark.sql.session.timeZone", "America/Los_Angeles")  # the rows' ts are read in it too
+    try:
+        sqlwin.sql(spark, f"CREATE STREAMING TABLE svc_wm_native AS {query}")
+        sqlwin.sql(spark, f"CREATE STREAMING TABLE svc_wm_custom AS {query} ALLOWED LATENESS INTERVAL 1 SECOND")
+        tables = [catalog.find_table("svc_wm_native"), catalog.find_table("svc_wm_custom")]
+        assert [t.path for t in tables] == ["native", "custom"]
+        assert [t.status().watermark for t in tables] == [None, None]
+        stream.feed([[{"k": "a", "v": 1, "ts": "2024-01-01 00:00:01"},
+                      {"k": "a", "v": 2, "ts": "2024-01-01 00:00:07.25"}]], *tables)  # W -> 5.25 s
+        assert [t.status().watermark for t in tables] == ["2024-01-01 00:00:05.25"] * 2
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+
+
+def test_a_micro_batch_counts_in_the_status_once_it_commits(spark, stream: Feeder) -> None:
+    """The second file's micro-batch drops a row past the lateness (counted as it is classified), then fails
+    computing the LATE pane its other row fires (10 / SUM(v), SUM(v) = 0): nothing of it committed, so the status
+    counts none of it (a restart runs it again)."""
+    sqlwin.sql(spark, "CREATE STREAMING TABLE svc_once AS SELECT window_start, window_end, 10 / SUM(v) AS r "
+                      "FROM TUMBLE(TABLE s_svc, DESCRIPTOR(ts), INTERVAL 10 SECONDS) GROUP BY window_start, window_end "
+                      "ALLOWED LATENESS INTERVAL 5 SECONDS LATE ROWS TO svc_once_late")
+    table = catalog.find_table("svc_once")
+    # W -> 12: [0, 10) fires ON_TIME (r = 10) in the no-data micro-batch after the file's (sqlwin's 0 and 1)
+    stream.feed([[{"k": "a", "v": 1, "ts": "2024-01-01 00:00:01"}, {"k": "a", "v": 1, "ts": "2024-01-01 00:00:14"}]],
+                table)
+    status = table.status()
+    assert (status.status, status.micro_batches, status.rows_in, status.late_rows_dropped) == ("running", 2, 2, 0)
+    # ts 8: late for [0, 10) within the lateness, a LATE pane of 10 / (1 - 1); ts -5: [-10, 0) is past its lateness
+    stream.write([{"k": "a", "v": -1, "ts": "2024-01-01 00:00:08"}, {"k": "a", "v": 1, "ts": "2023-12-31 23:59:55"}])
+    with pytest.raises(SqlwinError, match=r"DIVIDE_BY_ZERO"):
+        table.process_all_available()
+    status = table.status()
+    assert (status.status, status.micro_batches, status.rows_in, status.late_rows_dropped, status.watermark) == (
+        "failed", 2, 2, 0, "2024-01-01 00:00:12")
+    assert spark.table("svc_once_late").count() == 0

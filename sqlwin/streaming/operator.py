@@ -83,6 +83,10 @@ class MicroBatchOperator(StoppableBatches):
         self.tracker = self._watermark()
         self.in_force = self.tracker.current  # the watermark the last micro-batch ran with (a stage forwards it)
         self.counters = {"rows_in": 0, "late_rows_dropped": 0, "panes": 0, "micro_batches": 0}
+        # what the status shows: the counters and watermark of the last commit (a micro-batch counts as it runs,
+        # and one that does not commit, stopped or failed, runs again: counted once it commits)
+        self.committed_counters = dict(self.counters)
+        self.committed_watermark = MIN_TIME
         self.current_processing_time = 0
         self.query_stop = NEVER  # the live query's stop (``run_batch``): checked between a micro-batch's Spark jobs
         self.next_batch = 0  # sqlwin's micro-batch number (counts the micro-batches that did something)
@@ -201,6 +205,7 @@ class MicroBatchOperator(StoppableBatches):
             self.tracker.restore(commit.data["watermark"])
             self.in_force = commit.data.get("in_force", self.tracker.current)
             self.counters.update(commit.data["counters"])
+        self.committed_counters, self.committed_watermark = dict(self.counters), self.tracker.current
         self.committer.restore(self.store, commit)
 
     # -- the foreachBatch entry point (run_batch: StoppableBatches) -----------------------------
@@ -335,6 +340,7 @@ class MicroBatchOperator(StoppableBatches):
             state["in_force"] = self.in_force
         self.committer.commit(self.store, batch, state)
         self.next_batch = batch + 1
+        self.committed_counters, self.committed_watermark = dict(self.counters), self.tracker.current
 
     def show_committed(self) -> None:
         """The sink's views, listed afresh: every committed micro-batch."""

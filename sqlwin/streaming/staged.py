@@ -246,16 +246,29 @@ class StagedOperator(StoppableBatches):
     # -- metrics --------------------------------------------------------------------------------------
     @property
     def counters(self) -> dict[str, int]:
+        return self._counters({id(op): op.counters for op in [*self.ops, self.join] if op is not None})
+
+    def _counters(self, of: dict[int, dict[str, int]]) -> dict[str, int]:
+        """The query's counters from each stage's and the join's (``of``: by ``id`` of the part)."""
         readers = {stage.stream_index: op for stage, op in zip(self.shape.stages, self.ops, strict=True)
                    if stage.upstream is None}  # one per stream: two stages may read the same stream
-        last = self.join.counters if self.join is not None else self.ops[-1].counters
-        return {"rows_in": sum(op.counters["rows_in"] for op in readers.values()),
-                "late_rows_dropped": sum(op.counters["late_rows_dropped"] for op in self.ops),
-                "panes": last["panes"], "micro_batches": max(op.counters["micro_batches"] for op in self.ops)}
+        last = of[id(self.join if self.join is not None else self.ops[-1])]
+        return {"rows_in": sum(of[id(op)]["rows_in"] for op in readers.values()),
+                "late_rows_dropped": sum(of[id(op)]["late_rows_dropped"] for op in self.ops),
+                "panes": last["panes"], "micro_batches": max(of[id(op)]["micro_batches"] for op in self.ops)}
 
     @property
     def watermark(self) -> int:
         return self.join.current if self.join is not None else self.ops[-1].watermark
+
+    @property
+    def committed_counters(self) -> dict[str, int]:
+        """The counters as the stages and the join last committed them (what the status shows)."""
+        return self._counters({id(op): op.committed_counters for op in [*self.ops, self.join] if op is not None})
+
+    @property
+    def committed_watermark(self) -> int:
+        return (self.join if self.join is not None else self.ops[-1]).committed_watermark
 
     @property
     def next_batch(self) -> int:

@@ -12,6 +12,9 @@ folder resumes where it stopped, with nothing lost or counted twice.
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -187,8 +190,9 @@ class StreamingTable:
             if self.committed_state is not None:
                 self.committed_state.refresh(self.operator)
             op = self.operator
-            c = op.counters
-            return Status(self.name, state, self.path, c["micro_batches"], c["rows_in"], _ts(op.watermark),
+            c = op.committed_counters  # a micro-batch counts once committed (a stopped or failed one runs again)
+            watermark = shown_timestamp(self.spark, op.committed_watermark)
+            return Status(self.name, state, self.path, c["micro_batches"], c["rows_in"], watermark,
                           op.state_rows, op.open_windows, c["late_rows_dropped"], error, *self._last_progress())
         totals = self._native
         with self._native_lock:  # SHOW from several JDBC connections at once counts each micro-batch once
@@ -203,10 +207,29 @@ class StreamingTable:
                 totals["rows_in"] += progress.numInputRows or 0  # an attribute: Connect's progress dict lacks the key
                 totals["dropped"] += sum(o.get("numRowsDroppedByWatermark", 0) or 0 for o in ops)
                 totals["state_rows"] = sum(o.get("numRowsTotal", 0) or 0 for o in ops)
-                totals["watermark"] = (progress.get("eventTime") or {}).get("watermark", totals["watermark"])
+                if (progress.get("eventTime") or {}).get("watermark") is not None:
+                    totals["watermark"] = self._native_watermark(progress)
         state_rows = totals["state_rows"]
-        return Status(self.name, state, self.path, totals["micro_batches"], totals["rows_in"], totals["watermark"],
+        watermark = shown_timestamp(self.spark, totals["watermark"]) if totals["watermark"] is not None else None
+        return Status(self.name, state, self.path, totals["micro_batches"], totals["rows_in"], watermark,
                       state_rows, state_rows, totals["dropped"], error, *self._last_progress())
+
+    def _native_watermark(self, progress: Any) -> int:
+        """The watermark after Spark's micro-batch ``progress`` (epoch microseconds; MIN_TIME: none yet), as the
+        custom path shows its own: the ``nextBatchWatermarkMs`` of the batch's entry in the checkpoint's commit
+        log. Spark's progress reports the watermark the batch ran with, one micro-batch behind (read in its place
+        if the commit log is out of this process's reach, as a Spark Connect server's may be)."""
+        commit = storage.join(self.location, "checkpoint", "commits", str(progress.batchId))
+        try:
+            data = storage.read_bytes(commit)
+            millis = json.loads(data.decode("utf-8").split("\n", 1)[1])["nextBatchWatermarkMs"] if data else None
+        except Exception:
+            millis = None
+        if millis is None:
+            text = (progress.get("eventTime") or {})["watermark"]  # UTC, milliseconds: 2024-01-01T00:00:05.000Z
+            moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+            millis = (moment - EPOCH) // dt.timedelta(milliseconds=1)
+        return MIN_TIME if millis <= 0 else int(millis) * 1000  # Spark's 0: no watermark yet
 
     def _last_progress(self) -> tuple[float | None, str | None]:
         """(input rows per second, start time) of Spark's last micro-batch of this query."""
@@ -262,10 +285,36 @@ def latest_view_sql(shape: StreamingShape, table: str, view: str) -> str:
             "WHERE __rn = 1")
 
 
-def _ts(micros: int) -> str | None:
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_OFFSET = re.compile(r"^(?:GMT|UTC|UT)?([+-])(\d{1,2})(?::?(\d{2}))?(?::?(\d{2}))?$", re.IGNORECASE)
+
+
+def shown_timestamp(spark: Any, micros: int) -> str | None:
+    """A watermark (epoch microseconds) as the session shows a TIMESTAMP (``CAST(ts AS STRING)``): in its time
+    zone (``spark.sql.session.timeZone``), ``yyyy-MM-dd HH:mm:ss`` with the fraction of a second it has
+    (``.5``, not ``.500000``); None for none yet (or past the end of input)."""
     if micros <= MIN_TIME or micros >= MAX_TIME:
         return None
-    import datetime as dt
+    moment = (EPOCH + dt.timedelta(microseconds=micros)).astimezone(session_zone(spark))
+    fraction = f".{moment.microsecond:06d}".rstrip("0") if moment.microsecond else ""
+    return f"{moment:%Y-%m-%d %H:%M:%S}{fraction}"
 
-    return (dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=micros)).isoformat(sep=" ")
 
+def session_zone(spark: Any) -> dt.tzinfo:
+    """The session's time zone: a region (``America/Los_Angeles``), ``UTC`` or an offset (``+08:00``,
+    ``GMT+8``); UTC if Python does not know it."""
+    from zoneinfo import ZoneInfo
+
+    try:
+        name = str(spark.conf.get("spark.sql.session.timeZone") or "UTC")
+    except Exception:
+        return dt.timezone.utc
+    offset = _OFFSET.match(name.strip())
+    if offset is not None:
+        sign, hours, minutes, seconds = offset.groups()
+        delta = dt.timedelta(hours=int(hours), minutes=int(minutes or 0), seconds=int(seconds or 0))
+        return dt.timezone(-delta if sign == "-" else delta)
+    try:
+        return ZoneInfo(name.strip())
+    except Exception:
+        return dt.timezone.utc

@@ -55,6 +55,7 @@ class JoinStage:
         self.retained_windows: list[dict[int, list[tuple[int, int]]]] = [{} for _ in join.sides]
         self.released: dict[str, int] = {}  # "start,end" -> panes the join emitted, while LATE panes may come
         self.counters = {"panes": 0, "micro_batches": 0}
+        self.committed_counters, self.committed_watermark = dict(self.counters), MIN_TIME  # the status' (operator.py)
         for output in side_outputs:  # each side's write measures what the join keeps of it: no job to read it
             output.window_bounds = HIDDEN_BOUNDS
         self._restore()
@@ -83,6 +84,7 @@ class JoinStage:
             self.retained_windows = [{int(k): [tuple(w) for w in v] for k, v in side.items()} for side in windows]
         self.released = dict(data["released"])
         self.counters.update(data["counters"])
+        self.committed_counters, self.committed_watermark = dict(self.counters), self.current
 
     def _commit(self, batch: int) -> None:
         self.store.commit(batch, {"source_batch": self.last_source_batch,
@@ -96,6 +98,7 @@ class JoinStage:
                                                        for side in self.retained_windows],
                                   "released": self.released, "counters": self.counters})
         self.next_batch = batch + 1
+        self.committed_counters, self.committed_watermark = dict(self.counters), self.current
 
     # -- the watermark ------------------------------------------------------------------------------
     def forward(self, watermark: int) -> None:
