@@ -90,6 +90,34 @@ def test_two_running_tables_cannot_share_a_folder(spark, env, tmp_path):
     assert rows_of(spark.table("tf_two"), ["window_start", "s", "c"]) == [(T, 1, 1)]
 
 
+def test_a_folder_with_glob_characters_is_refused_naming_it(spark, env, tmp_path):
+    """Spark's file source reads a path as a glob pattern: a table's checkpoint ``ck[1]`` failed on the custom path
+    (its own files read back as ``ck1``: PATH_NOT_FOUND), and a stream over a folder ``in[1]`` read nothing on both.
+    Each is refused, naming the folder, before anything is made; a stream's pattern that names no folder is the
+    user's glob (no folder of that name made)."""
+    s, _feeder, _root = env
+    for option, folder, found in (("checkpoint", tmp_path / "ck[1]", "[ ]"), ("path", tmp_path / "o{a}" / "d", "{ }"),
+                                  ("checkpoint", tmp_path / "ck*", "*")):
+        with pytest.raises(SqlwinError) as info:
+            sqlwin.sql(spark, f"CREATE STREAMING TABLE tf_glob OPTIONS ({option} '{folder}') AS "
+                              f"{QUERY.format(s=s, size=10)}{CLAUSE['custom']}")
+        assert str(info.value) == (
+            f"line 1, col 24: streaming table tf_glob: its {option} {folder} has {found} in it, which Spark reads as "
+            f"a glob pattern, not as that folder; give it a folder without [ ] {{ }} * ? \\ (OPTIONS ({option} ...))")
+        assert catalog.find_table("tf_glob") is None and not folder.exists()
+    literal = tmp_path / "in[1]"
+    literal.mkdir()
+    stream = "(k STRING, v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS) USING json"
+    with pytest.raises(SqlwinError) as info:
+        sqlwin.sql(spark, f"CREATE STREAM tf_glob_in {stream} OPTIONS (path '{literal}')")
+    assert str(info.value) == (
+        f"line 1, col 1: CREATE STREAM tf_glob_in: its path {literal} is a folder with [ ] in its name, which Spark's "
+        "file source reads as a glob pattern, not as that folder; rename the folder (or give a pattern that names "
+        "no folder literally)")
+    sqlwin.sql(spark, f"CREATE STREAM tf_glob_files {stream} OPTIONS (path '{tmp_path}/in[0-9]')")
+    assert not (tmp_path / "in[0-9]").exists()
+
+
 @pytest.mark.parametrize("statement", ["STOP STREAMING TABLE tf_nosuch", "DROP STREAMING TABLE tf_nosuch PURGE"])
 def test_a_table_that_does_not_exist_is_an_error_at_its_name(spark, statement):
     with pytest.raises(SqlwinError, match=f"^line 1, col 22: {statement.split()[0]} STREAMING TABLE tf_nosuch: no "

@@ -168,8 +168,23 @@ def source_dataframe(spark: Any, stream: CreateStream) -> Any:
     if stream.format == "csv":
         options.setdefault("header", "true")
     options = failing_on_malformed(stream.format, options)
-    storage.makedirs(path)  # a stream over a folder that does not exist yet is empty, not an error
+    check_pattern(stream, path)
+    if not storage.glob_characters(path):  # a pattern is no folder to make
+        storage.makedirs(path)  # a stream over a folder that does not exist yet is empty, not an error
     return spark.readStream.format(stream.format).schema(schema_ddl(stream)).options(**options).load(path)
+
+
+def check_pattern(stream: CreateStream, path: str) -> None:
+    """Spark's file source reads ``path`` as a glob pattern: one with glob characters that also names a folder
+    literally (``in[1]``, ``in*``) would not read that folder (the pattern ``in[1]`` is ``in1``) or read more
+    than it (``in*``): refused, naming it. A pattern that names no folder is the user's glob, read as Spark reads
+    it."""
+    found = storage.glob_characters(path)
+    if found and storage.exists(path):
+        raise SqlwinError.at(stream.node, f"CREATE STREAM {stream.name}: its path {path} is a folder with "
+                                          f"{' '.join(found)} in its name, which Spark's file source reads as a "
+                                          "glob pattern, not as that folder; rename the folder (or give a pattern "
+                                          "that names no folder literally)")
 
 
 def read_files(spark: Any, stream: CreateStream, files: list[str]) -> Any:

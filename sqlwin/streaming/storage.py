@@ -46,6 +46,19 @@ def join(base: str, *parts: str) -> str:
     return out
 
 
+GLOB_CHARACTERS = ("[", "]", "{", "}", "*", "?", "\\")  # what Hadoop's globStatus (Spark's file source) reads
+
+
+def glob_characters(uri: str) -> list[str]:
+    """The characters of ``uri``'s path (its scheme and authority aside) that Spark's file source, which takes a
+    path as a Hadoop glob pattern, would read as a pattern's, in ``GLOB_CHARACTERS`` order."""
+    path = uri
+    if scheme(uri) is not None:
+        parsed = urlparse(uri)
+        path = parsed.path + (f"?{parsed.query}" if parsed.query else "")
+    return [c for c in GLOB_CHARACTERS if c in path]
+
+
 def qualify(path: str) -> str:
     """``path`` as every process reads it: a URI with a scheme unchanged; a plain path on the default file
     system, absolute (local) or qualified by Hadoop (``hdfs://namenode/user/...``)."""

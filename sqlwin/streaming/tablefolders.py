@@ -58,8 +58,18 @@ def record_query(location: str, sql: str) -> None:
 
 
 def check_folders(name: str, folders: dict[str, str], at: exp.Expr | None) -> None:
-    """Refuse folders (role -> URI: the checkpoint, the sink's path, the late rows') that are, or hold, or lie
-    inside a folder of another streaming table running in this process."""
+    """Refuse folders (role -> URI: the checkpoint, the sink's path, the late rows') with a glob character in
+    them, and those that are, or hold, or lie inside a folder of another streaming table running in this process.
+
+    Spark reads a file source's path as a Hadoop glob: sqlwin's reads of its own files under a table's folders
+    (the tick source, stored rows, fired panes, state, the compaction's manifests) took ``out[1]`` for ``out1``
+    and failed, or read nothing, and ``out*`` would read its siblings too."""
+    for role, folder in folders.items():
+        found = storage.glob_characters(folder)
+        if found:
+            raise SqlwinError.at(at, f"streaming table {name}: its {role} {folder} has {' '.join(found)} in it, which "
+                                     "Spark reads as a glob pattern, not as that folder; give it a folder without "
+                                     f"{' '.join(storage.GLOB_CHARACTERS)} (OPTIONS ({_option(role)} ...))")
     for other in catalog.all_tables():
         if other.name.lower() == name.lower() or not other.is_active:
             continue
