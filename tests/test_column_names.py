@@ -16,6 +16,7 @@ import datetime as dt
 import pytest
 
 import sqlwin
+from sqlwin.errors import SqlwinError
 from sqlwin.streaming import catalog
 from tests.streamtools import rows_of, stream_env, ts
 
@@ -113,6 +114,31 @@ def test_a_window_join_reads_each_sides_columns_by_their_batch_names(spark, repl
            "JOIN (SELECT window_start, window_end, SUM(v) FROM TUMBLE(TABLE {s}, DESCRIPTOR(ts), INTERVAL 10 SECONDS) "
            "GROUP BY window_start, window_end) R ON L.window_start = R.window_start AND L.window_end = R.window_end")
     _replay_equals_batch(spark, sql, table, stream, [*PANES[:3], "micro_batch"])
+
+
+W10 = "FROM TUMBLE(TABLE {s}, DESCRIPTOR(ts), INTERVAL 10 SECONDS)"
+# GROUP BY written as Spark reads it (ordinals, SELECT aliases, ALL; names in any case) and interval literals in
+# Spark's other forms: a replay's panes are the batch query's rows, under its names
+SPARK_FORMS = {
+    "ordinals_any_case": "SELECT K, Window_Start, window_end, upper(K), COUNT(*), SUM(v) " + W10 +
+                         " GROUP BY 2, WINDOW_END, k, 4",
+    "aliases_intervals": "SELECT window_start AS ws, window_end AS we, v % 2 AS parity, COUNT(*) AS c FROM HOP("
+                         "TABLE {s}, DESCRIPTOR(ts), INTERVAL '0:05' MINUTE TO SECOND, INTERVAL 9 SECONDS 1000 "
+                         "MILLISECONDS) GROUP BY ws, we, parity ALLOWED LATENESS INTERVAL '0 00:00:01' DAY TO SECOND",
+    "all": "SELECT window_start, window_end, upper(k), COUNT(*) AS c, SUM(v) + 1 " + W10 + " GROUP BY ALL",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPARK_FORMS))
+def test_a_replay_reads_group_by_and_intervals_as_the_batch_query(spark, replayed, name):
+    table, stream = replayed
+    _replay_equals_batch(spark, SPARK_FORMS[name], table, stream, PANES)
+
+
+def test_a_group_by_ordinal_spark_refuses_is_its_error_in_a_replay(spark, replayed):
+    _table, stream = replayed
+    with pytest.raises(SqlwinError, match=r"^line 1, col \d+: .*GROUP BY position 9 is not in select list"):
+        sqlwin.sql(spark, "SELECT window_start, window_end, COUNT(*) " + W10.format(s=stream) + " GROUP BY 1, 2, 9")
 
 
 def _replay_equals_batch(spark, sql: str, table: str, stream: str, panes: list[str]):

@@ -490,16 +490,25 @@ def test_processing_time_trigger_fires_on_a_quiet_stream(spark, env):
 
 
 def test_latest_pane_view_of_an_accumulating_table(spark, env):
-    """Issue 7: OPTIONS (latest 'v') keeps only the latest pane per window and key (the window's result)."""
+    """Issue 7: OPTIONS (latest 'v') keeps only the latest pane per window and key (the window's result). Its keys
+    here are written as Spark reads them: ``K`` grouped as ``k``, ``upper(k)`` by its ordinal and un-aliased (the
+    table's column ``upper(k)``), the window's size HOUR TO SECOND; the latest panes are the batch query's rows."""
     s, feeder = env
-    table = start(spark, f"""CREATE STREAMING TABLE acc_out OPTIONS (latest 'acc_now') AS
-        SELECT window_start, window_end, k, SUM(v) AS s FROM TUMBLE(TABLE {s}, DESCRIPTOR(ts), INTERVAL 10 SECONDS)
-        GROUP BY window_start, window_end, k EMIT WITH TRIGGER EVERY 1 ROWS ACCUMULATING""")
-    feeder.feed([[row("a", 1, 1)], [row("a", 2, 2), row("b", 5, 3)], [row("a", 3, 12)]], table)
+    sql = ("SELECT window_start, window_end, K, upper(k), SUM(v) AS s FROM TUMBLE(TABLE {s}, DESCRIPTOR(ts), "
+           "INTERVAL '0:00:10' HOUR TO SECOND) GROUP BY 1, 2, k, 4")
+    table = start(spark, f"CREATE STREAMING TABLE acc_out OPTIONS (latest 'acc_now') AS {sql.format(s=s)} "
+                         "EMIT WITH TRIGGER EVERY 1 ROWS ACCUMULATING")
+    files = [[("a", 1, 1)], [("a", 2, 2), ("b", 5, 3)], [("a", 3, 12)]]
+    feeder.feed([[row(*r) for r in rows] for rows in files], table)
     assert rows_of(spark.table("acc_out"), ["window_start", "k", "s", "pane_index"]) == [
         (at(0), "a", 1, 0), (at(0), "a", 3, 1), (at(0), "b", 5, 0), (at(10), "a", 3, 0)]
     assert rows_of(spark.table("acc_now"), ["window_start", "k", "s", "pane_index"]) == [
         (at(0), "a", 3, 1), (at(0), "b", 5, 0), (at(10), "a", 3, 0)]
+    spark.createDataFrame([(k, v, at(sec)) for rows in files for k, v, sec in rows],
+                          "k string, v int, ts timestamp").createOrReplaceTempView("acc_rows")
+    batch = sqlwin.sql(spark, sql.format(s="acc_rows"))
+    assert spark.table("acc_now").columns[:5] == batch.columns == ["window_start", "window_end", "K", "upper(k)", "s"]
+    assert rows_of(spark.table("acc_now"), batch.columns) == rows_of(batch)
 
 
 def test_windows_in_processing_time(spark, tmp_path, monkeypatch):

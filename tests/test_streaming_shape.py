@@ -77,3 +77,51 @@ def test_the_micro_batch_label_is_carried_through_a_subquery_that_names_its_colu
     assert carry_label(node, {"bids"}, "__lbl") == (carried is not None)
     if carried is not None:
         assert node.this.sql() == carried
+
+
+BIDS = (("auction", "bigint"), ("price", "bigint"), ("date_time", "timestamp"))
+WINDOW = "FROM TUMBLE(TABLE bids, DESCRIPTOR(date_time), INTERVAL '10' SECONDS)"
+
+
+def keys_of(text: str) -> list[str]:
+    """The pane keys of ``text`` over ``bids``, its GROUP BY spelled out first (``planner.grouping``)."""
+    from sqlwin.plan.windows import Column
+    from sqlwin.planner.grouping import spell_out_query
+
+    streams = {"bids": plan_statement(dialect.parse_one(STREAM), None)}
+    query = plan_statement(dialect.parse_one(text), lambda _query, _specs: tuple(Column(*c) for c in BIDS))
+    spell_out_query(query.node, query.windows, {"bids": [name for name, _ in BIDS]})
+    return [k.sql() for k in analyse(query, streams).keys]
+
+
+@pytest.mark.parametrize(("text", "keys"), [
+    # ordinals of the SELECT list, the window bounds among them
+    (f"SELECT window_start, window_end, auction % 2, COUNT(*) {WINDOW} GROUP BY 1, 2, 3", ["auction % 2"]),
+    # SELECT aliases that name no input column; an alias that does (price) is the input's column, as in Spark
+    (f"SELECT window_start AS ws, window_end AS we, auction + 1 AS a, price * 2 AS price, COUNT(*) {WINDOW} "
+     "GROUP BY ws, we, a, price", ["auction + 1", "price"]),
+    # ALL: every item without an aggregate (a constant groups nothing)
+    (f"SELECT window_start, window_end, 'x' AS c, upper(auction) AS u, MAX(price) + 1 {WINDOW} GROUP BY ALL",
+     ["UPPER(auction)"]),
+])
+def test_group_by_ordinals_aliases_and_all_are_the_keys_they_stand_for(text: str, keys: list[str]) -> None:
+    assert keys_of(text) == keys
+
+
+def test_what_spark_refuses_in_a_group_by_is_left_for_its_error() -> None:
+    """An ordinal out of range or of an aggregate stays as written: ``check_as_batch`` reports Spark's error."""
+    from sqlwin.planner.grouping import spell_out
+
+    select = dialect.parse_one("SELECT k, COUNT(*) AS c FROM t GROUP BY 3, 2, c, k")
+    spell_out(select, {"k", "v"})
+    assert select.sql() == "SELECT k, COUNT(*) AS c FROM t GROUP BY 3, 2, c, k"
+
+
+@pytest.mark.parametrize(("a", "b", "same"), [
+    ("K", "k", True), ("`k`", "k", True), ("UPPER(`K`)", "upper(k)", True), ("myudf(K)", "MYUDF(k)", True),
+    ("k = 'A'", "K = 'a'", False), ("t.k", "k", False), ("k + 1", "k + 2", False),
+])
+def test_keys_compare_names_as_spark_does(a: str, b: str, same: bool) -> None:
+    from sqlwin.planner.grouping import alike
+
+    assert alike(dialect.parse_one(a), dialect.parse_one(b)) is same

@@ -88,6 +88,17 @@ CASES = [
      "line 1, col 47: ARRIVAL ORDER BY reads each row on its own: no aggregate, window function or subquery"),
     ("CREATE STREAM s (ts TIMESTAMP, k STRING, WATERMARK FOR ts AS k) USING json",
      "line 1, col 62: WATERMARK FOR ts expects `ts`, `ts - INTERVAL ...`, `expr ON ROWS WHERE condition`"),
+    # intervals of no fixed length, in any of Spark's forms; day-time ranges Spark cannot read either
+    ("SELECT * FROM TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '1-2' YEAR TO MONTH)",
+     "line 1, col 47: YEAR TO MONTH intervals have no fixed length"),
+    ("CREATE STREAM s (ts TIMESTAMP,\n  WATERMARK FOR ts AS ts - INTERVAL 1 DAY 1 MONTH) USING json",
+     "line 2, col 43: MONTH intervals have no fixed length"),  # at the part of no fixed length
+    ("SELECT * FROM TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '0:70' HOUR TO MINUTE)",
+     "line 1, col 47: interval '0:70': minute 70 is outside [0, 59]"),
+    ("SELECT * FROM TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '1 0:10' HOUR TO MINUTE)",
+     "line 1, col 47: cannot read interval '1 0:10' as HOUR TO MINUTE: expected '[+|-]h:m'"),
+    ("SELECT * FROM TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '1' MINUTE TO HOUR)",
+     "line 1, col 47: unknown interval range MINUTE TO HOUR"),
 ]
 
 
@@ -127,3 +138,66 @@ def test_input_with_window_columns_is_rejected():
 def test_count_window_needs_schema():
     with pytest.raises(SqlwinError, match="needs its schema"):
         sqlwin.rewrite("SELECT * FROM TUMBLE(TABLE t, DESCRIPTOR(ts), ROWS 3)")
+
+
+S, M, H, D = 1_000_000, 60_000_000, 3_600_000_000, 86_400_000_000
+# Spark's interval literals of a fixed length, with their lengths (worked by hand; Spark 4.3 gives the same)
+INTERVAL_FORMS = [
+    ("INTERVAL '10' MINUTE", 10 * M),
+    ("INTERVAL '1' DAY", D),
+    ("INTERVAL 2 WEEKS", 14 * D),
+    ("INTERVAL '0:10' HOUR TO MINUTE", 10 * M),
+    ("INTERVAL '100:10' HOUR TO MINUTE", 100 * H + 10 * M),
+    ("INTERVAL '1 2' DAY TO HOUR", D + 2 * H),
+    ("INTERVAL '1 2:03' DAY TO MINUTE", D + 2 * H + 3 * M),
+    ("INTERVAL '+1 2:03:04.5' DAY TO SECOND", D + 2 * H + 3 * M + 4 * S + S // 2),
+    ("INTERVAL '2:03:04' HOUR TO SECOND", 2 * H + 3 * M + 4 * S),
+    ("INTERVAL '3:04.25' MINUTE TO SECOND", 3 * M + 4 * S + S // 4),
+    ("INTERVAL 9 MINUTES 60 SECONDS", 10 * M),
+    ("INTERVAL '1' DAY '2' HOUR", D + 2 * H),
+    ("INTERVAL 1 DAY 2 HOURS 3 MILLISECONDS 4 MICROSECONDS", D + 2 * H + 3_004),
+    ("INTERVAL 1 MINUTE -30 SECONDS", 30 * S),
+    ("INTERVAL '1 day -2 hours'", 22 * H),
+]
+# every place an interval is written, and where its plan keeps the value
+INTERVAL_PLACES = [
+    ("SELECT window_start, COUNT(*) FROM TUMBLE(TABLE t, DESCRIPTOR(ts), {i}) GROUP BY window_start, window_end",
+     lambda plan: plan.windows[0].size),
+    ("CREATE STREAM s (ts TIMESTAMP, WATERMARK FOR ts AS ts - {i}) USING json", lambda plan: plan.watermark.delay),
+    ("CREATE STREAM s FROM TABLE t ARRIVAL ORDER BY ts WATERMARK FOR ts AS ts - {i} WITH IDLE TIMEOUT {i}",
+     lambda plan: plan.idle_timeout),
+    ("SELECT window_start, COUNT(*) FROM TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL 1 HOUR) GROUP BY window_start, "
+     "window_end ALLOWED LATENESS {i} LATE ROWS TO late EVICT KEEP LAST {i}",
+     lambda plan: (plan.lateness.allowed, plan.evict.evictor.micros)),
+    ("SELECT k, COUNT(*) FROM t GROUP BY k EMIT WITH TRIGGER EVERY {i} DISCARDING",
+     lambda plan: plan.emit.trigger.trigger.delay),
+]
+
+
+@pytest.mark.parametrize(("form", "micros"), INTERVAL_FORMS)
+def test_every_fixed_length_interval_form_is_accepted_wherever_an_interval_is(form, micros):
+    from sqlwin.dialect import parse_one
+    from sqlwin.planner import plan_statement
+
+    for sql, value in INTERVAL_PLACES:
+        plan = plan_statement(parse_one(sql.format(i=form)), None)
+        assert value(plan) in (micros, (micros, micros)), sql
+
+
+@pytest.mark.parametrize("offset", ["INTERVAL '-1:30' HOUR TO MINUTE", "INTERVAL -'1:30' HOUR TO MINUTE",
+                                    "-INTERVAL 1 HOUR 30 MINUTES", "INTERVAL -1 HOUR -30 MINUTES"])
+def test_a_signed_interval_form_is_negative(offset):
+    from sqlwin.dialect import parse_one
+    from sqlwin.planner import plan_statement
+
+    sql = f"SELECT * FROM TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL 1 DAY, {offset})"
+    assert plan_statement(parse_one(sql), None).windows[0].offset == -90 * M
+
+
+def test_a_multi_unit_interval_is_one_value_in_the_sql_spark_runs(spark):
+    """sqlwin writes the query's SQL again: ``end - INTERVAL 1 MINUTE 30 SECONDS`` must stay ``end - (1 min 30 s)``,
+    not become ``(end - 1 min) + 30 s``."""
+    rows = sqlwin.sql(spark, "SELECT window_end - INTERVAL 1 MINUTE 30 SECONDS AS e, COUNT(*) AS n FROM "
+                             "TUMBLE(TABLE (SELECT TIMESTAMP'2024-01-01 00:00:05' AS ts), DESCRIPTOR(ts), "
+                             "INTERVAL '0:10' HOUR TO MINUTE) GROUP BY window_start, window_end").collect()
+    assert [(r.e.isoformat(), r.n) for r in rows] == [("2024-01-01T00:08:30", 1)]

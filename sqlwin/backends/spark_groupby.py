@@ -126,7 +126,8 @@ def replace_window_bounds(select: exp.Select, alias: str, bound: Callable[[str, 
     for item in select.expressions:
         name = window_bound(item, alias, names)
         value = bound(name, False) if name else None
-        items.append(exp.alias_(value, name, copy=False) if value is not None else item.transform(swap, copy=False))
+        kept = exp.alias_(value, item.name, copy=False) if value is not None else None  # named as written
+        items.append(kept if kept is not None else item.transform(swap, copy=False))
     select.set("expressions", items)
     for key in clauses:
         part = select.args.get(key)

@@ -20,6 +20,7 @@ from sqlglot.errors import ErrorLevel, ParseError
 from sqlglot.parsers.spark import SparkParser
 from sqlglot.tokens import Token, TokenType
 
+from sqlwin.core.timeunits import CALENDAR_UNITS, UNIT_MICROS, normalize_unit
 from sqlwin.dialect import nodes as n
 from sqlwin.dialect.clauses import ClauseParserMixin
 
@@ -43,6 +44,13 @@ def _start_of(sql: str, offset: int) -> tuple[int, int]:
 @lru_cache(maxsize=8)
 def _line_starts(sql: str) -> list[int]:
     return [0, *(m.end() for m in re.finditer("\n", sql))]
+
+
+def _first_part(interval: exp.Expr) -> exp.Expr:
+    """The first part of a multi-unit interval (sqlglot's ``Add`` of its parts), or the interval itself."""
+    while isinstance(interval, exp.Add):
+        interval = interval.this
+    return interval
 
 
 def _describe(token: Token | None) -> str:
@@ -128,6 +136,39 @@ class SqlwinParser(ClauseParserMixin, SparkParser):
         return self._prev
 
     # ------------------------------------------------------------------ intervals
+
+    def _parse_interval(self, require_interval: bool = True,
+                        parse_function_unit: bool = True) -> exp.Add | exp.Interval | exp.Paren | None:
+        """Spark's multi-unit form ``INTERVAL 9 MINUTES -60 SECONDS`` is one value: sqlglot's sum of its parts
+        (a signed later part included), kept in parentheses so that ``ts - INTERVAL 1 MINUTE 30 SECONDS`` is
+        generated as ``ts - (... + ...)``, not as ``(ts - ...) + ...``. Each part records where it starts."""
+        start, value = self._curr, self._tok(1) if require_interval else self._curr
+        interval = super()._parse_interval(require_interval, parse_function_unit=parse_function_unit)
+        if interval is None:
+            return None
+        if not require_interval:  # a later part (sqlglot parses them here too): where its value starts
+            self._mark(_first_part(interval), value)
+            return interval
+        while self._signed_part_follows():
+            sign = self._curr
+            self._advance()
+            part = self._parse_interval(False, parse_function_unit=parse_function_unit)
+            first = t.cast(exp.Interval, self._mark(_first_part(part), sign))
+            if sign.token_type == TokenType.DASH:
+                text = first.this.name
+                first.set("this", exp.Literal.string(text[1:] if text.startswith("-") else f"-{text}"))
+            interval = self.expression(exp.Add(this=interval, expression=part))
+        if isinstance(interval, exp.Add):
+            self._mark(_first_part(interval), value)
+            return t.cast(exp.Paren, self._mark(self.expression(exp.Paren(this=interval)), start))
+        return interval
+
+    def _signed_part_follows(self) -> bool:
+        """``- 30 SECONDS`` after an interval's part: a further part of the multi-unit form (a unit follows)."""
+        sign, number, unit = self._tok(0), self._tok(1), self._tok(2)
+        return bool(sign and number and unit and sign.token_type in (TokenType.DASH, TokenType.PLUS)
+                    and number.token_type in (TokenType.NUMBER, TokenType.STRING)
+                    and normalize_unit(unit.text) in UNIT_MICROS.keys() | CALENDAR_UNITS)
 
     def _parse_interval_span(self, this: exp.Expr, parse_function_unit: bool = True) -> exp.Interval:
         # ``INTERVAL 5 ACCUMULATING``: stock sqlglot takes any word as the unit; in sqlwin clause

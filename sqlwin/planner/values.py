@@ -77,29 +77,71 @@ def _interval_micros(node: exp.Expr | None, what: str) -> int:
         return _interval_micros(node.this, what)
     if isinstance(node, exp.Neg):
         return -_interval_micros(node.this, what)
+    if isinstance(node, exp.Add):  # Spark's multi-unit form, INTERVAL 9 MINUTES 60 SECONDS: the sum of its parts
+        return _interval_micros(node.this, what) + _interval_micros(node.expression, what)
     if isinstance(node, exp.Interval):
-        value = node.this
-        unit = node.args.get("unit")
-        text = value.name if isinstance(value, exp.Literal) else None
-        if isinstance(value, exp.Neg) and isinstance(value.this, exp.Literal):
-            text = "-" + value.this.name
-        if text is None:
-            raise SqlwinError.at(node, f"{what} must be a constant interval")
-        if unit is None:
-            return _parse_interval_text(text, node)
-        unit_name = unit.name if not isinstance(unit, exp.IntervalSpan) else ""
-        if not unit_name:
-            raise SqlwinError.at(node, f"{what}: interval ranges such as HOUR TO MINUTE are not supported; "
-                                       "write e.g. INTERVAL '90' MINUTES")
-        if " " in text.strip():
-            return _parse_interval_text(text, node)
-        return _scaled(text.strip(), _unit_micros(unit_name, node), node)
+        return _literal_micros(node, what)
     if isinstance(node, exp.Literal) and node.is_string:
         return _parse_interval_text(node.name, node)
     raise SqlwinError.at(node, f"{what} must be an INTERVAL (e.g. INTERVAL '10' MINUTES), got {node.sql('sqlwin')}")
 
 
+def _literal_micros(node: exp.Interval, what: str) -> int:
+    """``INTERVAL '10' MINUTES``, ``INTERVAL '1 day 2 hours'``, ``INTERVAL '0:10' HOUR TO MINUTE``."""
+    value = node.this
+    unit = node.args.get("unit")
+    text = value.name if isinstance(value, exp.Literal) else None
+    if isinstance(value, exp.Neg) and isinstance(value.this, exp.Literal):
+        text = "-" + value.this.name
+    if text is None:
+        raise SqlwinError.at(node, f"{what} must be a constant interval")
+    if unit is None:
+        return _parse_interval_text(text, node)
+    if isinstance(unit, exp.IntervalSpan):
+        return _span_micros(text, unit, node)
+    if " " in text.strip():
+        return _parse_interval_text(text, node)
+    return _scaled(text.strip(), _unit_micros(unit.name, node), node)
+
+
+# Spark's day-time ranges (``unit TO unit``): the fields from the first unit to the last, ``d h:m:s.f``; the first
+# field may be any size, each later one is bounded (an hour below 24, a minute or a second below 60)
+_SPAN_FIELDS = ("DAY", "HOUR", "MINUTE", "SECOND")
+_SPAN_BELOW = {"HOUR": 24, "MINUTE": 60, "SECOND": 60}
+_SPAN_PATTERN = {"DAY": r"(\d+)", "HOUR": r"(\d+)", "MINUTE": r"(\d+)", "SECOND": r"(\d+(?:\.\d+)?)"}
+_SPAN_SHOWN = {"DAY": "d", "HOUR": "h", "MINUTE": "m", "SECOND": "s[.f]"}
+
+
+def _span_micros(text: str, span: exp.IntervalSpan, node: exp.Expr) -> int:
+    """``INTERVAL '[+|-]1 2:03:04.5' DAY TO SECOND`` and the other day-time ranges, as Spark reads them."""
+    first, last = normalize_unit(span.this.name), normalize_unit(span.expression.name)
+    written = f"{span.this.name.upper()} TO {span.expression.name.upper()}"
+    if first in CALENDAR_UNITS or last in CALENDAR_UNITS:
+        raise SqlwinError.at(node, f"{written} intervals have no fixed length; use DAY, HOUR, MINUTE, SECOND or "
+                                   "MILLISECOND")
+    if first not in _SPAN_FIELDS or last not in _SPAN_FIELDS or _SPAN_FIELDS.index(first) >= _SPAN_FIELDS.index(last):
+        raise SqlwinError.at(node, f"unknown interval range {written}: expected DAY TO HOUR, DAY TO MINUTE, DAY TO "
+                                   "SECOND, HOUR TO MINUTE, HOUR TO SECOND or MINUTE TO SECOND")
+    fields = _SPAN_FIELDS[_SPAN_FIELDS.index(first):_SPAN_FIELDS.index(last) + 1]
+
+    def joined(parts: dict[str, str]) -> str:
+        return parts[fields[0]] + "".join((" " if f == "HOUR" else ":") + parts[f] for f in fields[1:])
+
+    match = re.fullmatch(r"\s*([+-]?)" + joined(_SPAN_PATTERN) + r"\s*", text)
+    if match is None:
+        raise SqlwinError.at(node, f"cannot read interval {text!r} as {written}: expected '[+|-]{joined(_SPAN_SHOWN)}'")
+    total = 0
+    for field, part in zip(fields, match.groups()[1:], strict=True):
+        if field != first and Decimal(part) >= _SPAN_BELOW[field]:
+            raise SqlwinError.at(node, f"interval {text!r}: {field.lower()} {part} is outside [0, "
+                                       f"{_SPAN_BELOW[field] - 1}]")
+        total += _scaled(part, UNIT_MICROS[field], node)
+    return -total if match.group(1) == "-" else total
+
+
 def is_constant_interval(node: exp.Expr) -> bool:
+    if isinstance(node, exp.Add):  # the multi-unit form
+        return is_constant_interval(node.this) and is_constant_interval(node.expression)
     return isinstance(node, (exp.Interval, exp.Neg, exp.Paren)) and not list(node.find_all(exp.Column))
 
 

@@ -23,6 +23,7 @@ from sqlwin.backends.spark_batch import SparkBatchCompiler
 from sqlwin.errors import SqlwinError
 from sqlwin.plan.statements import WindowedQuery
 from sqlwin.plan.windows import WindowSpec
+from sqlwin.planner.grouping import spell_out_query
 
 
 def query_of(node: exp.Expr) -> exp.Expr:
@@ -38,6 +39,14 @@ def check_as_batch(spark: Any, text: str, query: WindowedQuery, streams: dict[st
     sql = batch_sql(spark, query_of(query.node).copy(), query.windows, schemas)
     # an error Spark gives no place for is at the query's start, as in the batch query (not at CREATE or INSERT)
     diagnostics.run_sql(spark, sql, text, sql, after=diagnostics.query_start(text))
+
+
+def spell_out_keys(spark: Any, query: WindowedQuery, streams: dict[str, Any]) -> None:
+    """``query``'s GROUP BY ordinals, SELECT aliases and ALL replaced by what they stand for, as Spark reads them
+    (``planner.grouping``; after ``check_as_batch``, which reports what Spark refuses): the streaming analysis
+    reads the keys as expressions."""
+    tables = {name: {c.lower() for c in spark.table(name).columns} for name in streams}
+    spell_out_query(query.node, query.windows, tables)
 
 
 def batch_sql(spark: Any, node: exp.Expr, windows: list[WindowSpec], schemas: dict[str, Any]) -> str:

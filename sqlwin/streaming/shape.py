@@ -30,6 +30,7 @@ from sqlwin.errors import SqlwinError
 from sqlwin.plan import triggers as tp
 from sqlwin.plan.statements import CreateReplayStream, CreateStream, WindowedQuery
 from sqlwin.plan.windows import WindowKind, WindowSpec
+from sqlwin.planner.grouping import alike
 from sqlwin.streaming.countwindows import check_count_query
 from sqlwin.streaming.evictors import check_evictor
 
@@ -410,8 +411,9 @@ def strip_clauses(node: exp.Expr) -> exp.Expr:
 
 
 def key_index(shape: StreamingShape, node: exp.Expr) -> int | None:
+    """The pane key ``node`` is, as Spark resolves names (``SELECT K ... GROUP BY k``: the same key)."""
     for i, key in enumerate(shape.keys):
-        if node == key:
+        if node == key or alike(node, key):
             return i
     return None
 

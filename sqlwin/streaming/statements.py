@@ -16,7 +16,7 @@ from sqlwin.planner.streams import column_named
 from sqlwin.planner.windows import TIME_TYPES
 from sqlwin.results import StatementResult
 from sqlwin.streaming import alignment, catalog, registry, storage, tablefolders, tableviews, trace
-from sqlwin.streaming.analysis import check_as_batch, in_user_terms, start_cleanly
+from sqlwin.streaming.analysis import check_as_batch, in_user_terms, spell_out_keys, start_cleanly
 from sqlwin.streaming.compaction import CompactionPolicy
 from sqlwin.streaming.names import check_outputs, check_replay_outputs, check_stream_name
 from sqlwin.streaming.shape import StreamingShape, without_window
@@ -114,6 +114,7 @@ def prepare(spark: Any, text: str, plan: object) -> StreamingShape | StagedShape
     if any(isinstance(s, st.CreateReplayStream) for s in streams.values()):
         check_replay_outputs(spark, plan, streams)
         check_as_batch(spark, text, plan, streams)
+        spell_out_keys(spark, plan, streams)
         return analyse_query(plan, streams, text)
     if isinstance(plan.node, exp.Insert):
         target = plan.node.this
@@ -170,10 +171,11 @@ def prepare_table(spark: Any, name: str, query: st.WindowedQuery, fmt: str | Non
     streams = streams_read(spark, query.node)
     alignment.aligned_streams(list(streams.values()))  # a group's streams agree on their drift
     check_as_batch(spark, text, query, streams)
+    spell_out_keys(spark, query, streams)
     shape = analyse_query(query, streams, text)
     latest = {k.lower(): v for k, v in options.items()}.get("latest")
     if latest:
-        latest_view_sql(shape, name, latest)  # its errors before anything starts
+        latest_view_sql(spark, shape, name, latest)  # its errors before anything starts
     location = table_location(spark, name, options)
     sql = tablefolders.query_sql(query.node)
     tablefolders.check_query(name, location, sql, name_node)

@@ -20,12 +20,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sqlglot import exp
+
 from sqlwin.core.panes import MAX_TIME, MIN_TIME
 from sqlwin.diagnostics import at_name, runtime_failure
 from sqlwin.errors import SqlwinError
 from sqlwin.streaming import catalog, storage, tableviews
 from sqlwin.streaming.compaction import CompactionPolicy
-from sqlwin.streaming.shape import StreamingShape, choose_path
+from sqlwin.streaming.panequery import item_names
+from sqlwin.streaming.shape import StreamingShape, choose_path, key_index, mark_carrier
 from sqlwin.streaming.sinks import BatchSink, sink_format
 from sqlwin.streaming.stopping import CatalogGate
 from sqlwin.streaming.storage import streaming_root
@@ -104,7 +107,7 @@ class StreamingTable:
         from sqlwin.streaming.runner import start_custom
 
         latest = self.options.get("latest")
-        latest_sql = latest_view_sql(self.shape, self.name, latest) if latest else None
+        latest_sql = latest_view_sql(self.spark, self.shape, self.name, latest) if latest else None
         self.query = start_native(self) if self.path == "native" else start_custom(self, clock=self.clock)
         self._asked_at_start = self._ticks_asked()
         if latest_sql:
@@ -257,12 +260,10 @@ def sink_folders(location: str, options: dict[str, str], shape: Any) -> dict[str
     return folders
 
 
-def latest_view_sql(shape: StreamingShape, table: str, view: str) -> str:
+def latest_view_sql(spark: Any, shape: StreamingShape, table: str, view: str) -> str:
     """``OPTIONS (latest 'v')``: view ``v`` holds only the latest pane per window and key of an ACCUMULATING
     table, i.e. the current result of each window (an upsert by window and key, read from the exactly-once
     pane log, so it is exactly once across restarts too)."""
-    from sqlglot import exp
-
     from sqlwin.plan.triggers import AccumulationMode
 
     if not isinstance(shape, StreamingShape):
@@ -271,18 +272,31 @@ def latest_view_sql(shape: StreamingShape, table: str, view: str) -> str:
     if shape.query.emit.mode is not AccumulationMode.ACCUMULATING:
         raise SqlwinError(f"OPTIONS (latest '{view}'): the latest pane is a window's result only when panes "
                           "ACCUMULATE; this query's panes are DISCARDING")
-    names = []
-    for key in shape.keys:
-        item = next((e for e in shape.carrier.expressions if e == key or (isinstance(e, exp.Alias) and e.this == key)),
-                    None)
-        if item is None:
-            raise SqlwinError.at(key, f"OPTIONS (latest '{view}') needs every GROUP BY key in the SELECT list")
-        names.append(item.alias_or_name)
     window = ["window_start", "window_end"] if shape.window is not None else []
-    partition = ", ".join(f"`{n}`" for n in [*window, *names]) or "1"
+    partition = ", ".join(f"`{n}`" for n in [*window, *_key_columns(spark, shape, view)]) or "1"
     return (f"CREATE OR REPLACE TEMP VIEW `{view}` AS SELECT * EXCEPT (__rn) FROM (SELECT *, ROW_NUMBER() OVER "
             f"(PARTITION BY {partition} ORDER BY micro_batch DESC, pane_index DESC) AS __rn FROM `{table}`) "
             "WHERE __rn = 1")
+
+
+def _key_columns(spark: Any, shape: StreamingShape, view: str) -> list[str]:
+    """The table's column of each pane key: the SELECT item that is the key (names compared as Spark does),
+    named as the table names it (its alias, or the batch query's name of an un-aliased item: ``upper(k)``)."""
+    found: dict[int, int] = {}  # key -> its item
+    for position, item in enumerate(shape.carrier.expressions):
+        key = key_index(shape, item.unalias())
+        if key is not None:
+            found.setdefault(key, position)
+    missing = [k for k in range(len(shape.keys)) if k not in found]
+    if missing:
+        raise SqlwinError.at(shape.keys[missing[0]], f"OPTIONS (latest '{view}') needs every GROUP BY key in the "
+                                                     "SELECT list")
+    items = shape.carrier.expressions
+    names: list[str | None] = [None] * len(items)
+    if any(not isinstance(items[p], (exp.Alias, exp.Column)) for p in found.values()):  # Spark names it
+        mark_carrier(shape)
+        names = item_names(spark, shape)
+    return [names[p] or items[p].alias_or_name for p in (found[k] for k in sorted(found))]
 
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
