@@ -107,6 +107,12 @@ def _call(obj: Any, name: str) -> Any:
 
 
 def _message_of(err: BaseException) -> str:
+    """Spark's message of ``err``. A py4j error (a Java exception pyspark leaves unconverted: a
+    ``SparkException`` such as a failed job, a ``SparkClassNotFoundException``) reads "An error occurred while
+    calling oNN.sql" and then the Java stack: the innermost failure that it names instead."""
+    if getattr(err, "java_exception", None) is not None:
+        raw = _SECTIONS.split(str(err), maxsplit=1)[0]
+        return _innermost(re.sub(r"^An error occurred while calling [\w.]+\.\s*(?:\n\s*:\s*)?", "", raw.strip()))
     desc = getattr(err, "desc", None)
     if isinstance(desc, str) and desc:
         return desc

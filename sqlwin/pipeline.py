@@ -177,6 +177,10 @@ def spark_sql_for(spark: Any, text: str) -> str:
         from sqlwin.streaming.statements import execute, result_sql
 
         return result_sql(spark, execute(spark, text, compiled.plan))
+    if isinstance(compiled.plan, st.Passthrough):
+        from sqlwin.streaming.statements import check_plain_query
+
+        check_plain_query(spark, compiled.plan)  # as sqlwin.sql does: a stream read as a table is an error
     if isinstance(compiled.plan, st.Explain) and compiled.plan.rewrite:
         return exp.select(exp.alias_(exp.Literal.string(compiled.sql), "rewritten")).sql(dialect="spark")
     diagnostics.analyse(spark, compiled.plan, compiled.sql, text)  # errors in the client's own SQL

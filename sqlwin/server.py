@@ -105,8 +105,9 @@ class _Rewriter:
         self._sc = sc
         self._rewrite = rewrite
         self._lock = threading.Lock()
-        # sessionUUID -> [wrapper, generic UDTFs registered?]
+        # sessionUUID -> [wrapper, generic UDTFs registered?, statements of it being rewritten]
         self._sessions: OrderedDict[str, list[Any]] = OrderedDict()
+        self._routed: list[str] = []  # the stream names the parser's pattern holds besides the keywords
 
     def _session(self, jsession: Any) -> list[Any]:
         """The pyspark wrapper of the calling JVM session (and whether sqlwin.register ran in it).
@@ -121,7 +122,7 @@ class _Rewriter:
         with self._lock:
             entry = self._sessions.get(key)
             if entry is None:
-                entry = self._sessions[key] = [SparkSession(self._sc, jsession), False]
+                entry = self._sessions[key] = [SparkSession(self._sc, jsession), False, 0]
                 while len(self._sessions) > self.MAX_SESSIONS:
                     self._sessions.popitem(last=False)
             self._sessions.move_to_end(key)
@@ -140,6 +141,13 @@ class _Rewriter:
     def rewrite(self, sql: str, jsession: Any) -> str | None:
         try:
             entry = self._session(jsession)
+            if not re.search(KEYWORD_REGEX, sql, re.IGNORECASE):  # sent for a stream's name: Spark SQL, checked
+                if not entry[2]:  # not SQL sqlwin runs itself while it rewrites a statement of this session
+                    from sqlwin.streaming.statements import check_plain_text
+
+                    check_plain_text(entry[0], sql)
+                return None
+            entry[2] += 1
             try:
                 out = self._rewrite(entry[0], sql)
             except SqlwinError:  # perhaps a generic UDTF inside a TVF's input: register, retry
@@ -147,13 +155,31 @@ class _Rewriter:
                     raise
                 self._register(entry)
                 out = self._rewrite(entry[0], sql)
+            finally:
+                entry[2] -= 1
             if _GENERIC_CALL.search(out):  # plain Spark SQL calling tumble(TABLE(t), ...) & co
                 self._register(entry)
         except SqlwinError as e:
             return ERROR_PREFIX + str(e)
         except Exception as e:  # never let a Python traceback kill the JDBC call
             return ERROR_PREFIX + f"sqlwin internal error: {type(e).__name__}: {e}"
+        finally:
+            self.route_stream_names()
         return None if out == sql else out
+
+    def route_stream_names(self) -> None:
+        """Have the parser send sqlwin the statements that name a stream (or a view over one) too, though they
+        hold no sqlwin keyword: ``SELECT * FROM s`` is refused as ``sqlwin.sql`` refuses it (a live stream's
+        rows are no table, a replay stream's are not its table's). Set again when the names change; a view's stored
+        text (which Spark parses again whenever the view is read, even as a session closes) is not sent for them."""
+        from sqlwin.streaming import catalog
+
+        names = sorted(catalog.stream_names())
+        if names == self._routed:
+            return
+        self._routed = names
+        words = "".join(f"|(?<![\\w$]){re.escape(name)}(?![\\w$])" for name in names)
+        self._sc._jvm.sqlwin.SqlwinParser.route(KEYWORD_REGEX + words)
 
     class Java:
         implements = ["sqlwin.Rewriter"]
@@ -327,11 +353,13 @@ def serve(host: str = "127.0.0.1", port: int = 10000, *, auth_user: str | None =
     from pyspark.java_gateway import ensure_callback_server_started
 
     ensure_callback_server_started(sc._gateway)
-    jvm.sqlwin.SqlwinParser.install(_Rewriter(sc, rewrite or _default_rewrite), KEYWORD_REGEX)
+    rewriter = _Rewriter(sc, rewrite or _default_rewrite)
+    jvm.sqlwin.SqlwinParser.install(rewriter, KEYWORD_REGEX)
     jserver = jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2.startWithContext(
         spark._jsparkSession.sqlContext())
     handle = ServerHandle(host, port, spark, jserver, scratch)
     resume_streaming_tables(spark)
+    rewriter.route_stream_names()  # the resumed tables' streams
     return handle
 
 

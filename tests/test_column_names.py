@@ -180,3 +180,47 @@ def test_a_streaming_table_names_its_sink_columns_as_the_batch_query(spark, tmp_
             assert rows_of(sink, batch.columns) == rows_of(batch), name
             assert rows_of(sink, ["pane_index", "pane_timing"]) == [(0, "ON_TIME")] * sink.count(), name
         assert spark.table("live_aliased").columns[:4] == ["window_start", "c", "sum of v", "parity"]
+
+
+BOUND_ITEMS = {  # an un-aliased item computed from a bound, in each plan that groups by the window
+    "tumble_struct": ("SELECT window_start + INTERVAL 1 MINUTE, count(*) FROM TUMBLE(TABLE names_rows, DESCRIPTOR(ts), "
+                      "INTERVAL 10 SECONDS) GROUP BY window_start, window_end",
+                      ["window_start + INTERVAL '01' MINUTE", "count(1)"]),
+    "hop_struct_window_time": ("SELECT window_start, date_format(window_time, 'ss'), count(*) FROM HOP(TABLE "
+                               "names_rows, DESCRIPTOR(ts), INTERVAL 10 SECONDS, INTERVAL 20 SECONDS) "
+                               "GROUP BY window_start, window_end",
+                               ["window_start", "date_format(window_time, ss)", "count(1)"]),
+    "session_route": ("SELECT k, unix_seconds(window_end) - unix_seconds(window_start), count(*) FROM SESSION(TABLE "
+                      "names_rows PARTITION BY k, DESCRIPTOR(ts), INTERVAL 5 SECONDS) GROUP BY k, window_start, "
+                      "window_end", ["k", "(unix_seconds(window_end) - unix_seconds(window_start))", "count(1)"]),
+    "count_route": ("SELECT k, window_index + 1, count(*) FROM TUMBLE(TABLE names_rows PARTITION BY k, DESCRIPTOR(ts), "
+                    "ROWS 2) GROUP BY k, window_index", ["k", "(window_index + 1)", "count(1)"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BOUND_ITEMS))
+def test_a_batch_query_names_an_item_over_a_bound_as_written(spark, replayed, name):
+    """The batch plans that group by one window struct (or by a session or count window's key) read the bounds
+    from it; an un-aliased item computed from one is named as the user wrote it (GRAMMAR 6), not ``__w.start +
+    ...``: those plans leave it to the per-row plan, whose bounds are columns."""
+    sql, columns = BOUND_ITEMS[name]
+    assert sqlwin.sql(spark, sql).columns == columns
+
+
+def test_the_native_path_names_an_item_over_a_bound_as_written(spark, replayed):
+    """The native path groups by Spark's window() struct: an un-aliased item computed from a bound is aliased with
+    the batch query's name for it (its SQL analysed over the table, nothing started)."""
+    from sqlwin.pipeline import parse_single
+    from sqlwin.planner import plan_statement
+    from sqlwin.streaming.native import native_sql
+    from sqlwin.streaming.shape import analyse
+
+    def plan(text: str):
+        return plan_statement(parse_single(text), None, text=text)
+
+    stream = plan("CREATE STREAM names_native (k STRING, v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts) "
+                  "USING json OPTIONS (path '/nowhere')")
+    spark.table("names_rows").createOrReplaceTempView("names_native")  # the stream's view, as CREATE STREAM makes
+    sql = BOUND_ITEMS["tumble_struct"][0].replace("names_rows", "names_native")
+    native = native_sql(analyse(plan(sql), {"names_native": stream}), "names_rows", spark)
+    assert spark.sql(native).columns == [*BOUND_ITEMS["tumble_struct"][1], *PANES[:3]]

@@ -115,3 +115,23 @@ def test_wrong_query_over_jdbc(request) -> None:
         assert cur.fetchall() == [("alive",)]
     finally:
         conn.close()
+
+
+def test_an_unconverted_java_error_is_sparks_message(tables) -> None:
+    """pyspark leaves some Java exceptions unconverted (a ``SparkClassNotFoundException``, the ``SparkException``
+    of a failed job): its error reads "An error occurred while calling oNN.sql" and then the Java stack. The user
+    gets the innermost failure instead, on one line."""
+    with pytest.raises(SqlwinError) as err:
+        sqlwin.sql(tables, "CREATE TABLE diag_nosuch USING nosuch AS SELECT 1 AS a")
+    assert str(err.value) == (
+        "line 1, col 1: [DATA_SOURCE_NOT_FOUND] Failed to find the data source: nosuch. Make sure the provider name "
+        "is correct and the package is properly registered and compatible with your Spark version.")
+
+
+def test_a_rate_streams_wrong_options_are_an_error_at_the_statement(tables) -> None:
+    """Spark checks the rate source's options when the stream is made: a SqlwinError, not pyspark's exception."""
+    for option, message in [("'abc'", 'For input string: "abc"'),
+                            ("'-1'", "Invalid value '-1'. The option 'rowsPerSecond' must be positive")]:
+        with pytest.raises(SqlwinError) as err:
+            sqlwin.sql(tables, f"CREATE STREAM diag_rate (ts TIMESTAMP) USING rate OPTIONS (rowsPerSecond {option})")
+        assert str(err.value) == f"line 1, col 1: CREATE STREAM diag_rate USING rate: {message}"

@@ -499,3 +499,46 @@ def test_generated_streaming_statements_pass_or_fail_as_the_batch_query(streams,
 @given(mutated_queries())
 def test_mutated_streaming_statements_pass_or_fail_in_user_terms(streams, drawn) -> None:
     _check(streams, *drawn, compare=False)
+
+
+def test_delta_suggests_only_the_users_columns(streams) -> None:
+    """DELTA's expression is analysed over the stored rows, which carry sqlwin's own columns (``__k0``, ``__mb``):
+    Spark's "did you mean" names the user's columns only, and its message is one line, without its position in
+    the SQL sqlwin analysed."""
+    text = f"SELECT k, COUNT(*) AS c FROM {REPLAY} GROUP BY k EVICT DELTA(vv) < 3 EMIT WITH TRIGGER EVERY 2 ROWS"
+    with pytest.raises(SqlwinError) as err:
+        sqlwin.sql(streams.spark, text)
+    assert str(err.value) == (
+        "line 1, col 56: DELTA(vv): [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or function parameter "
+        "with name `vv` cannot be resolved. Did you mean one of the following? [`v`, `k`, `ts`, `price`].")
+
+
+VIEW_OVER = ("is a view over the stream {s}: sqlwin reads a stream (its watermark, its arrival order) only where a "
+             "query names it; write the view's query in its place, as in TUMBLE(TABLE (SELECT ... FROM {s}), "
+             "DESCRIPTOR(...), ...)")
+
+
+@pytest.mark.parametrize("stream", [REPLAY, LIVE])
+def test_a_view_over_a_stream_is_an_error_at_its_name(streams, stream) -> None:
+    """A temp view over a stream holds its rows but not its watermark or arrival order: a window over it, a
+    streaming table reading it, a plain query of it and a view over it are refused at the view's name (a window
+    over a live stream's view was a streaming DataFrame that failed once read; over a replay's, the batch answer
+    of its table)."""
+    spark = streams.spark
+    view, outer = f"v_{stream}", f"vv_{stream}"
+    sqlwin.sql(spark, f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM {stream} WHERE v > 0")
+    sqlwin.sql(spark, f"CREATE OR REPLACE TEMP VIEW {outer} AS SELECT k, ts FROM {view}")
+    window = ("SELECT window_start, COUNT(*) AS c FROM TUMBLE(TABLE {v}, DESCRIPTOR(ts), INTERVAL 10 SECONDS) "
+              "GROUP BY window_start, window_end")
+    cases = [(window.format(v=view), 54, view),
+             (f"CREATE STREAMING TABLE t_{view} AS {window.format(v=view)}", 87, view),
+             (f"SELECT * FROM {view}", 15, view), (window.format(v=outer), 54, outer),
+             (f"WITH w AS (SELECT k FROM {outer}) SELECT * FROM w", 26, outer)]
+    for text, col, name in cases:
+        with pytest.raises(SqlwinError) as err:
+            sqlwin.sql(spark, text)
+        assert str(err.value) == f"line 1, col {col}: {name} {VIEW_OVER.format(s=stream)}", text
+    assert catalog.find_table(f"t_{view}") is None
+    sqlwin.sql(spark, f"DROP VIEW {outer}")
+    sqlwin.sql(spark, f"CREATE TEMP VIEW {outer} AS SELECT k, ts FROM {BATCH}")  # no stream: a view as any other
+    assert sqlwin.sql(spark, window.format(v=outer)).count() == 2

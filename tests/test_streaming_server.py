@@ -94,3 +94,35 @@ def test_streaming_tables_over_jdbc(connections, tmp_path: Path) -> None:
     with pytest.raises(Exception) as info:
         cb.execute("SELECT * FROM jdbc_native")
     assert "TABLE_OR_VIEW_NOT_FOUND" in _error_text(info.value)
+
+
+def test_plain_sql_over_a_stream_is_refused_over_jdbc_as_by_sqlwin_sql(server) -> None:  # noqa: F811
+    """Plain Spark SQL naming a stream (no sqlwin keyword, so the parser sent it to sqlwin only for the stream's
+    name; or with one, rewritten by sqlwin) or a view over one fails with ``sqlwin.sql``'s error, not Spark's
+    (a live stream's "must be executed with writeStream.start()"; a replay's table rows as its answer)."""
+    refused = ("a query over a stream needs a window TVF (TUMBLE, HOP, CUMULATE, SESSION), as in FROM TUMBLE(TABLE "
+               "jdbc_plain, DESCRIPTOR(ts), INTERVAL '1' MINUTE) ... GROUP BY window_start, window_end, or an "
+               "aggregation with EMIT WITH TRIGGER (the global window); for the batch answer over all the rows of "
+               "replay stream jdbc_plain, read the table it replays, jdbc_plain_rows, instead of jdbc_plain")
+    conn = bench.connect(server.host, server.port)
+    try:
+        cur = conn.cursor()
+        cur.execute("CREATE TEMP VIEW jdbc_plain_rows AS SELECT 'a' AS k, TIMESTAMP'2024-01-01 00:00:01' AS ts")
+        cur.execute("CREATE STREAM jdbc_plain FROM TABLE jdbc_plain_rows ARRIVAL ORDER BY ts WATERMARK FOR ts AS ts")
+        for text, at in [("SELECT *\nFROM jdbc_plain", "line 2, col 6"),
+                         ("SELECT k FROM jdbc_plain WHERE k <> 'STREAM'", "line 1, col 15")]:
+            with pytest.raises(Exception) as info:
+                cur.execute(text)
+            assert _error_text(info.value) == f"Error running query: org.apache.spark.sql.AnalysisException: " \
+                                              f"{at}: {refused}"
+        cur.execute("CREATE TEMP VIEW jdbc_plain_view AS SELECT * FROM jdbc_plain")
+        with pytest.raises(Exception) as info:
+            cur.execute("SELECT k FROM jdbc_plain_view")
+        assert _error_text(info.value) == (
+            "Error running query: org.apache.spark.sql.AnalysisException: line 1, col 15: jdbc_plain_view is a view "
+            "over the stream jdbc_plain: sqlwin reads a stream (its watermark, its arrival order) only where a query "
+            "names it; write the view's query in its place, as in TUMBLE(TABLE (SELECT ... FROM jdbc_plain), "
+            "DESCRIPTOR(...), ...)")
+        assert bench.fetch(cur, "WITH jdbc_plain AS (SELECT 1 AS a) SELECT a FROM jdbc_plain") == [(1,)]
+    finally:
+        conn.close()

@@ -135,6 +135,34 @@ def replace_window_bounds(select: exp.Select, alias: str, bound: Callable[[str, 
             select.set(key, part.transform(swap, copy=False))
 
 
+def renames_an_item(select: exp.Select, alias: str, replaced: Callable[[str, bool], bool],
+                    names: tuple[str, ...] = BOUNDS) -> bool:
+    """Would ``replace_window_bounds`` change an item the user did not name, other than a bare bound (which keeps
+    its name)? ``replaced(name, in_aggregate)``: whether a bound read there is replaced. Spark names such an item
+    after the expression it analyses, so it would name the rewritten one (``__w.start + INTERVAL ...`` for
+    ``window_start + INTERVAL 1 MINUTE``): GRAMMAR 6 wants the user's text."""
+    for item in select.expressions:
+        if isinstance(item, (exp.Alias, exp.Aliases)) or window_bound(item, alias, names):
+            continue
+        for column in item.find_all(exp.Column):
+            name = window_bound(column, alias, names)
+            if name and replaced(name, inside_aggregate(column, select)):
+                return True
+    return False
+
+
+def _group_window_time(select: exp.Select, alias: str, group: exp.Group) -> None:
+    """The per-row plan kept for an aggregation grouped by both bounds: ``window_time`` (``window_end`` less
+    1 ms, so the same groups) grouped by too where the query reads it per group, as the rewrites let it."""
+    grouped = {window_bound(g, alias) for g in group.expressions}
+    if "window_time" in grouped:
+        return
+    derived = select.args["from_"].this
+    if any(window_bound(c, alias) == "window_time" and not inside_aggregate(c, select) and not _under(c, derived)
+           for c in select.find_all(exp.Column)):
+        group.append("expressions", exp.column("window_time", alias))
+
+
 def _rewrite(select: exp.Select) -> None:
     source = select.args.get("from_")
     derived = source.this if source is not None else None
@@ -156,6 +184,10 @@ def _rewrite(select: exp.Select) -> None:
     alias = derived.alias
     bounds = {window_bound(g, alias) for g in group.expressions}
     if not {"window_start", "window_end"} <= bounds:
+        return
+    # an un-aliased item computed from a bound keeps its name only where the bound is a column (the per-row plan)
+    if renames_an_item(select, alias, lambda _, per_row: not per_row):
+        _group_window_time(select, alias, group)
         return
     body = derived.this
     exprs = {e.alias_or_name.lower(): e for e in body.expressions}
@@ -209,6 +241,9 @@ def _route_session(select: exp.Select, derived: exp.Subquery, group: exp.Group, 
             or not all(isinstance(g, exp.Column) and g.table in ("", alias) for g in others)
             or {g.name.lower() for g in others} != partition):
         return
+    if renames_an_item(select, alias, lambda *_: True):  # the per-row plan names it as written
+        _group_window_time(select, alias, group)
+        return
     refs = [c for c in select.find_all(exp.Column) if window_bound(c, alias) and not _under(c, derived)]
     for c in refs:
         if _clause(c, select) not in ("expressions", "group", "having", "qualify", "order"):
@@ -234,6 +269,9 @@ def _route_count(select: exp.Select, derived: exp.Subquery, group: exp.Group, ro
     if ("window_index" not in grouped or select.args.get("where") is not None
             or not all(isinstance(g, exp.Column) and g.table in ("", alias) for g in others)
             or {g.name.lower() for g in others} != partition):
+        return
+    if renames_an_item(select, alias, lambda *_: True, COUNT_BOUNDS):  # the per-row plan names it as written
+        _group_window_time(select, alias, group)
         return
     selected = set()
     for item in select.expressions:

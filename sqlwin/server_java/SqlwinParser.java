@@ -29,6 +29,9 @@ public class SqlwinParser implements ParserInterface {
 
     private static volatile Rewriter rewriter;
     private static volatile Pattern keywords = Pattern.compile("(?!)");
+    // keywords, or the name of a stream or of a view over one: a statement's text (parsePlan), not a view's
+    // stored text (parseQuery), which sqlwin checked when the view was made
+    private static volatile Pattern routed = keywords;
 
     private final SparkSession session;
     private final ParserInterface delegate;
@@ -41,7 +44,13 @@ public class SqlwinParser implements ParserInterface {
     /** Called once from Python: the callback and the regex that says a text may need it. */
     public static void install(Rewriter r, String keywordRegex) {
         keywords = Pattern.compile(keywordRegex, Pattern.CASE_INSENSITIVE);
+        routed = keywords;
         rewriter = r;
+    }
+
+    /** Called from Python when the streams change: statements naming one go to the rewriter too. */
+    public static void route(String regex) {
+        routed = Pattern.compile(regex, Pattern.CASE_INSENSITIVE);
     }
 
     public static void uninstall() {
@@ -49,8 +58,12 @@ public class SqlwinParser implements ParserInterface {
     }
 
     private String rewrite(String sql) {
+        return rewrite(sql, routed);
+    }
+
+    private String rewrite(String sql, Pattern pattern) {
         Rewriter r = rewriter;
-        if (r == null || sql == null || !keywords.matcher(sql).find()) {
+        if (r == null || sql == null || !pattern.matcher(sql).find()) {
             return sql;
         }
         String out;
@@ -100,7 +113,7 @@ public class SqlwinParser implements ParserInterface {
 
     @Override
     public LogicalPlan parseQuery(String sqlText) throws ParseException {
-        return delegate.parseQuery(rewrite(sqlText));
+        return delegate.parseQuery(rewrite(sqlText, keywords));
     }
 
     @Override

@@ -40,6 +40,7 @@ _streams: dict[tuple[str, str], StreamDef] = {}
 _tables: dict[str, RegisteredTable] = {}
 _stream_texts: dict[tuple[str, str], str] = {}  # CREATE STREAM as written: a server's registry replays it
 _late_views: dict[tuple[str, str], int] = {}  # a replay's LATE ROWS TO view: the semantic hash of its plan
+_stream_views: dict[tuple[str, str], str] = {}  # a temp view of the user's over a stream: that stream's name
 
 
 def session_key(spark: Any) -> str:
@@ -80,6 +81,29 @@ def session_streams(spark: Any) -> list[StreamDef]:
     key = session_key(spark)
     with _lock:
         return [s for (k, _), s in _streams.items() if k == key]
+
+
+def set_stream_view(spark: Any, view: str, stream: str | None) -> None:
+    """A temp view ``view`` made with SQL (CREATE [OR REPLACE] TEMP VIEW) reads ``stream`` (None: no stream, or
+    dropped). sqlwin reads a stream by its name only (its watermark and arrivals are not in the view), so a query
+    that reads the view is refused at the view's name (``sqlwin.streaming.statements``)."""
+    with _lock:
+        if stream is None:
+            _stream_views.pop((session_key(spark), view.lower()), None)
+        else:
+            _stream_views[(session_key(spark), view.lower())] = stream
+
+
+def stream_behind_view(spark: Any, name: str) -> str | None:
+    """The stream a temp view ``name`` of this session reads (``set_stream_view``), None if it reads none."""
+    with _lock:
+        return _stream_views.get((session_key(spark), name.lower()))
+
+
+def stream_names() -> set[str]:
+    """The names of every session's streams and views over streams: the words the JDBC server sends sqlwin."""
+    with _lock:
+        return {name for _, name in (*_streams, *_stream_views)}
 
 
 def streams_in(spark: Any, names: list[str]) -> list[StreamDef]:

@@ -66,6 +66,7 @@ class QueryShape(Protocol):
     streams: list  # every stream the query reads (``stream`` is the first), or none: just ``stream``
     processing_time: bool
     top_rows: Any  # ``shape.TopRows``: the only rows a pane can output, where the statement keeps a window's top
+    text: str  # the statement as written: the user's names, which an error may speak of
 
     @property
     def time_column(self) -> str: ...

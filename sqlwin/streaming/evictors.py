@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
+from sqlwin import diagnostics
 from sqlwin.errors import SqlwinError
 from sqlwin.plan import triggers as tp
 from sqlwin.plan.statements import CreateReplayStream
@@ -164,11 +165,25 @@ class SparkEvictor(Durable):
         try:
             field = rows.alias(self.shape.source_alias).selectExpr(ev.expr.sql(D)).schema.fields[0]
         except Exception as err:
-            raise SqlwinError.at(ev.expr, f"DELTA({ev.expr.sql(D)}): {str(err).splitlines()[0]}") from None
+            if not diagnostics.is_spark_error(err):
+                raise
+            raise SqlwinError.at(ev.expr, f"DELTA({ev.expr.sql(D)}): {self._delta_failure(rows, err)}") from None
         if not isinstance(field.dataType, NumericType):
             raise SqlwinError.at(ev.expr, f"DELTA(expr) needs a number; {ev.expr.sql(D)} is "
                                           f"{field.dataType.simpleString().upper()} (for a time, use e.g. "
                                           "DELTA(unix_seconds(ts)) < 10)")
+
+    def _delta_failure(self, rows: Any, err: BaseException) -> str:
+        """Spark's message for DELTA's expression as the user's columns alone give it: the stored rows carry
+        sqlwin's own (``__k0``, ``__mb``), which Spark's "did you mean" would list, crowding the user's out."""
+        own = diagnostics.user_names(self.shape.text)
+        columns = [f"`{c}`" for c in rows.columns if not diagnostics.INTERNAL.fullmatch(c) or c.lower() in own]
+        try:
+            rows.selectExpr(*columns).alias(self.shape.source_alias).selectExpr(self.spec.evictor.expr.sql(D))
+        except Exception as user_err:
+            if diagnostics.is_spark_error(user_err):
+                err = user_err
+        return diagnostics.clean_message(diagnostics.read_failure(err).message, self.shape.text)
 
     def surviving(self, spark: Any, rows: Any, tokens: set[int] | None) -> Any:
         """The stored rows of ``tokens`` minus every row evicted before; what the panes read."""

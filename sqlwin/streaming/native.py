@@ -15,11 +15,12 @@ from typing import Any
 
 from sqlglot import exp
 
-from sqlwin.backends.spark_groupby import replace_window_bounds, struct_bound, window_bound
+from sqlwin.backends.spark_groupby import renames_an_item, replace_window_bounds, struct_bound, window_bound
 from sqlwin.dialect.nodes import TableArg
 from sqlwin.errors import SqlwinError
 from sqlwin.plan.windows import WindowKind
 from sqlwin.streaming import connect, storage
+from sqlwin.streaming.panequery import item_names
 from sqlwin.streaming.runner import table_tag
 from sqlwin.streaming.shape import find_carrier, mark_carrier, reading, strip_clauses
 from sqlwin.streaming.sources import stream_dataframe
@@ -32,8 +33,10 @@ def _micros(us: int) -> str:
     return f"{us} microseconds"
 
 
-def native_sql(shape: Any, view: str) -> str:
-    """The user's statement over ``view`` (the watermarked stream), windowed by ``window()``."""
+def native_sql(shape: Any, view: str, spark: Any = None) -> str:
+    """The user's statement over ``view`` (the watermarked stream), windowed by ``window()``. With ``spark``, an
+    un-aliased item computed from a bound is aliased with the name Spark gives it in the batch query (the
+    struct read in its place would name it ``__w.start + ...``)."""
     spec = shape.window
     alias = shape.source_alias
     mark_carrier(shape)
@@ -55,6 +58,9 @@ def native_sql(shape: Any, view: str) -> str:
                               dialect=D).args["from_"].this
     tvf.replace(derived)
     w = exp.column("__w", alias)
+    if spark is not None and renames_an_item(carrier, alias, lambda _, per_row: not per_row):
+        carrier.set("expressions", [item if name is None else exp.alias_(item, exp.to_identifier(name, quoted=True))
+                                    for item, name in zip(carrier.expressions, item_names(spark, shape), strict=True)])
     group = carrier.args["group"]
     group.set("expressions", [g for g in group.expressions if not window_bound(g, alias)] + [w])
     replace_window_bounds(carrier, alias, lambda name, per_row: None if per_row else struct_bound(w, name))
@@ -71,7 +77,7 @@ def start_native(table: Any) -> Any:
     source = stream_dataframe(spark, stream)
     source.withWatermark(stream.watermark.column, _micros(stream.watermark.delay)).createOrReplaceTempView(view)
     try:
-        result = spark.sql(native_sql(shape, view))
+        result = spark.sql(native_sql(shape, view, spark))
     except Exception as err:
         raise SqlwinError(f"cannot start streaming table {table.name}: {str(err).splitlines()[0]}") from None
     table.sink.set_schema(result.schema)

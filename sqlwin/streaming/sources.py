@@ -18,6 +18,7 @@ import threading
 import time
 from typing import Any
 
+from sqlwin.diagnostics import is_spark_error
 from sqlwin.errors import SqlwinError
 from sqlwin.plan.statements import CreateStream
 from sqlwin.streaming import storage
@@ -151,7 +152,13 @@ def source_dataframe(spark: Any, stream: CreateStream) -> Any:
     typed = [c for c in stream.columns if c.type is not None]
     if stream.format in RATE_FORMATS:
         reader = spark.readStream.format(stream.format).options(**options)
-        df = reader.load()
+        try:  # Spark checks the rate source's options here (rowsPerSecond 'abc': a NumberFormatException)
+            df = reader.load()
+        except Exception as err:
+            if not is_spark_error(err):
+                raise
+            raise SqlwinError.at(stream.node, f"CREATE STREAM {stream.name} USING {stream.format}: "
+                                              f"{_first_line(err)}") from None
         rate_cols = [("timestamp", "timestamp"), ("value", "bigint")]
         if len(typed) > 2:
             raise SqlwinError.at(stream.node, f"USING {stream.format} gives two columns (a TIMESTAMP and a "

@@ -35,7 +35,25 @@ def streams_read(spark: Any, node: exp.Expr) -> dict[str, catalog.StreamDef]:
         stream = catalog.find_stream(spark, table.name)
         if stream is not None:
             found[table.name.lower()] = stream
+    refuse_stream_views(spark, node)
     return found
+
+
+def refuse_stream_views(spark: Any, node: exp.Expr) -> None:
+    """A temp view over a stream read by ``node``: an error at the view's name. The view holds the stream's rows
+    but not its watermark, replay order or micro-batches, so a window over it would be a batch query over a
+    streaming DataFrame (a live stream: it fails once read) or over the replayed table (a replay: no late rows,
+    one pane): the stream has to be named in the query itself."""
+    ctes = {cte.alias_or_name.lower() for cte in node.find_all(exp.CTE)}
+    for table in node.find_all(exp.Table):
+        if table.args.get("db") is not None or table.name.lower() in ctes:
+            continue
+        stream = catalog.stream_behind_view(spark, table.name)
+        if stream is not None and catalog.find_stream(spark, table.name) is None:
+            raise SqlwinError.at(table, f"{table.name} is a view over the stream {stream}: sqlwin reads a stream "
+                                        f"(its watermark, its arrival order) only where a query names it; write "
+                                        f"the view's query in its place, as in TUMBLE(TABLE (SELECT ... FROM "
+                                        f"{stream}), DESCRIPTOR(...), ...)")
 
 
 def is_streaming(spark: Any, plan: object) -> bool:
@@ -51,9 +69,21 @@ def check_plain_query(spark: Any, plan: object) -> None:
     the stream's name instead, saying what to write. Names a CTE of the statement takes are not streams."""
     if not isinstance(plan, st.Passthrough) or plan.node is None or not catalog.session_streams(spark):
         return
-    node = plan.node
-    if isinstance(node, exp.Create) and str(node.args.get("kind") or "").upper() != "TABLE":
-        return  # a view is a definition (DDL reads nothing)
+    check_plain_node(spark, plan.node)
+
+
+def check_plain_node(spark: Any, node: exp.Expr) -> None:
+    """``check_plain_query`` of a parsed statement. A temp view's definition reads nothing (DDL), but a view over
+    a stream is noted, so that a query reading it is refused (``refuse_stream_views``); DROP VIEW forgets it."""
+    kind = str(node.args.get("kind") or "").upper()
+    if isinstance(node, exp.Drop) and kind == "VIEW" and isinstance(node.this, exp.Table):
+        catalog.set_stream_view(spark, node.this.name, None)
+        return
+    if isinstance(node, exp.Create) and kind != "TABLE":
+        if kind == "VIEW" and isinstance(node.this, (exp.Table, exp.Schema)) and node.expression is not None:
+            view = node.this if isinstance(node.this, exp.Table) else node.this.this
+            catalog.set_stream_view(spark, view.name, _stream_of(spark, node.expression))
+        return
     query = node.expression if isinstance(node, (exp.Insert, exp.Create)) else node
     if not isinstance(query, exp.Query):
         return
@@ -64,6 +94,38 @@ def check_plain_query(spark: Any, plan: object) -> None:
         stream = catalog.find_stream(spark, table.name)
         if stream is not None:
             raise without_window(table, stream, started=False)
+    refuse_stream_views(spark, query)
+
+
+def _stream_of(spark: Any, query: exp.Expr) -> str | None:
+    """The stream a view's query reads, by name or through another view over one (its CTEs' names aside)."""
+    ctes = {cte.alias_or_name.lower() for cte in query.find_all(exp.CTE)}
+    for table in query.find_all(exp.Table):
+        if table.args.get("db") is not None or table.name.lower() in ctes:
+            continue
+        stream = catalog.find_stream(spark, table.name)
+        if stream is not None:
+            return stream.name
+        behind = catalog.stream_behind_view(spark, table.name)
+        if behind is not None:
+            return behind
+    return None
+
+
+def check_plain_text(spark: Any, text: str) -> None:
+    """Spark SQL that the JDBC server sends sqlwin only because it names a stream or a view over one (no sqlwin
+    keyword in it): checked as ``check_plain_query`` checks ``sqlwin.sql``'s; text sqlwin cannot read is left to
+    Spark, whose own error it is."""
+    if not catalog.stream_names():
+        return
+    from sqlwin import dialect
+
+    try:
+        nodes = [n for n in dialect.parse(text) if n is not None]
+    except Exception:
+        return
+    if len(nodes) == 1:
+        check_plain_node(spark, nodes[0])
 
 
 def execute(spark: Any, text: str, plan: object) -> StatementResult:
