@@ -256,6 +256,48 @@ def test_a_stream_read_without_a_window_is_an_error_at_its_name(streams, monkeyp
             .collect()] == [(1,)]
 
 
+
+def test_what_a_streaming_table_cannot_start_from_is_an_error_at_its_name(streams, tmp_path) -> None:
+    """A replay stream (its query runs at once: a streaming table over it crashed with an AttributeError), a
+    folder that cannot be made (raw FileNotFoundError), a sink format Spark lacks (no position, a SQLSTATE tail):
+    each a SqlwinError at the name the statement makes. A first start that fails after its sink's catalog view
+    was made (the stream's folder gone, a file in its place) leaves no view and no folder behind."""
+    spark = streams.spark
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    window = "SELECT window_start, COUNT(*) AS n FROM TUMBLE(TABLE {s}, DESCRIPTOR(ts), INTERVAL 10 SECONDS) " \
+             "GROUP BY window_start, window_end"
+    err = attempt(spark, f"CREATE STREAMING TABLE ce_rs AS {window.format(s=REPLAY)}")
+    assert str(err) == (f"line 1, col 86: {REPLAY} is a replay stream (CREATE STREAM ... FROM TABLE): a query over "
+                        "it runs at once and returns every pane the live run would emit; run the query itself (or "
+                        "CREATE TABLE ce_rs AS <query> to keep its panes), not as a streaming table")
+    made = f"cannot make the folder {blocker}/out: "
+    err = attempt(spark, f"CREATE STREAMING TABLE ce_out OPTIONS (path '{blocker}/out') AS {window.format(s=LIVE)}")
+    assert str(err).startswith(f"line 1, col 24: {made}"), str(err)
+    err = attempt(spark, f"CREATE STREAM ce_in ({SCHEMA}, WATERMARK FOR ts AS ts) USING json "
+                         f"OPTIONS (path '{blocker}/in')")
+    assert str(err).startswith(f"line 1, col 15: cannot make the folder {blocker}/in: "), str(err)
+    err = attempt(spark, f"CREATE STREAMING TABLE ce_fmt USING nosuch AS {window.format(s=LIVE)}")
+    assert str(err).startswith("line 1, col 24: CREATE STREAMING TABLE ce_fmt USING nosuch: Spark has no data "
+                               "source nosuch ([DATA_SOURCE_NOT_FOUND] Failed to find the data source: nosuch.")
+    assert "SQLSTATE" not in str(err)
+    gone = tmp_path / "gone"
+    (gone / "in").mkdir(parents=True)
+    sqlwin.sql(spark, f"CREATE STREAM ce_gone ({SCHEMA}, WATERMARK FOR ts AS ts) USING json "
+                      f"OPTIONS (path '{gone / 'in'}')")
+    (gone / "in").rmdir()
+    gone.rmdir()
+    gone.write_text("a file where the stream's folder was")
+    err = attempt(spark, f"CREATE STREAMING TABLE ce_gone_out AS {window.format(s='ce_gone')} "
+                         "EMIT WITH TRIGGER AFTER COUNT 1")  # the custom path: its views come before its stream
+    assert str(err).startswith(f"line 1, col 24: cannot make the folder {gone}/in: "), str(err)
+    assert not spark.catalog.tableExists("ce_gone_out")
+    assert not (streams.root / "ce_gone_out").exists()
+    assert not [t.name for t in catalog.all_tables() if t.name.startswith("ce_")]
+    spark.catalog.dropTempView("ce_gone")
+    catalog.drop_stream(spark, "ce_gone")
+
+
 # -- failures while running -------------------------------------------------------------------------
 def _stop_tables(names) -> None:
     """Stop and forget the streaming tables of ``names`` that a test started."""

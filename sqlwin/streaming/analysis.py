@@ -131,6 +131,21 @@ def start_cleanly(make: Callable[[], Any], location: str, text: str) -> Any:
         if table is not None and table.query is not None:
             with contextlib.suppress(Exception):  # the start's own error is the one to report
                 table.query.stop()
+        if fresh and table is not None:
+            with contextlib.suppress(Exception):
+                drop_views(table)
         if fresh and storage.exists(location):
             storage.delete(location)
         raise
+
+
+def drop_views(table: Any) -> None:
+    """The catalog views a first start of ``table`` made before it failed: no table answers to them."""
+    from sqlwin.streaming import tableviews
+
+    for sink in table.outputs():
+        if sink.catalog_view is not None:
+            view, entry = sink.catalog_view
+            found = tableviews.find_entry(table.spark, table.database, sink.name)
+            if found is not None and found.location == entry.location:
+                table.spark.sql(f"DROP VIEW IF EXISTS {view}")

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from sqlwin.diagnostics import at_name, read_failure
+from sqlwin.diagnostics import at_name, locate, read_failure, statement_start
 from sqlwin.errors import SqlwinError
 from sqlwin.plan import statements as st
 from sqlwin.planner.streams import column_named
@@ -129,6 +129,19 @@ def check_plain_text(spark: Any, text: str) -> None:
 
 
 def execute(spark: Any, text: str, plan: object) -> StatementResult:
+    """Run a streaming statement. An error of sqlwin's that knows no place in the SQL (a folder that cannot be
+    made, a sink format Spark lacks) is placed at the name the statement makes (or at its start)."""
+    try:
+        return _execute(spark, text, plan)
+    except SqlwinError as err:
+        if err.line is not None:
+            raise
+        name = getattr(plan, "name", None)
+        where = locate(text, [name]) if isinstance(name, str) else None
+        raise SqlwinError(err.message, *(where or statement_start(text))) from None
+
+
+def _execute(spark: Any, text: str, plan: object) -> StatementResult:
     if isinstance(plan, st.CreateStream):
         return _create_stream(spark, text, plan)
     if isinstance(plan, st.CreateReplayStream):
@@ -231,6 +244,7 @@ def prepare_table(spark: Any, name: str, query: st.WindowedQuery, fmt: str | Non
         sink_format(spark, fmt, name)  # a format Spark has no file source for
     CompactionPolicy.from_options({k.lower(): v for k, v in options.items()}, name)  # its options' errors
     streams = streams_read(spark, query.node)
+    refuse_replay_streams(query.node, streams, name)
     alignment.aligned_streams(list(streams.values()))  # a group's streams agree on their drift
     check_as_batch(spark, text, query, streams)
     spell_out_keys(spark, query, streams)
@@ -243,6 +257,18 @@ def prepare_table(spark: Any, name: str, query: st.WindowedQuery, fmt: str | Non
     tablefolders.check_query(name, location, sql, name_node)
     tablefolders.check_folders(name, {"checkpoint": location, **sink_folders(location, options, shape)}, name_node)
     return PreparedTable(spark, name, shape, fmt, options, clock, sql)
+
+
+def refuse_replay_streams(node: exp.Expr, streams: dict[str, catalog.StreamDef], name: str) -> None:
+    """A streaming table runs continuously over live streams; a replay stream's rows are a table's, replayed at
+    once: the query itself returns every pane it emits (stored with CREATE TABLE ... AS)."""
+    replays = {k for k, s in streams.items() if isinstance(s, st.CreateReplayStream)}
+    at = next((t for t in node.find_all(exp.Table) if t.name.lower() in replays), None)
+    if at is not None:
+        raise SqlwinError.at(at, f"{at.name} is a replay stream (CREATE STREAM ... FROM TABLE): a query over it "
+                                 f"runs at once and returns every pane the live run would emit; run the query "
+                                 f"itself (or CREATE TABLE {name} AS <query> to keep its panes), not as a "
+                                 "streaming table")
 
 
 def _create_stream(spark: Any, text: str, plan: st.CreateStream) -> StatementResult:

@@ -29,6 +29,8 @@ import re
 from typing import Any
 from urllib.parse import urlparse
 
+from sqlwin.errors import SqlwinError
+
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]+):")
 
 
@@ -123,7 +125,17 @@ def isdir(uri: str) -> bool:
 
 
 def makedirs(uri: str) -> None:
-    _files(uri).makedirs(uri)
+    """Make folder ``uri`` and its parents; one that cannot be made (no permission, a file in the way, a read-only
+    file system) is a ``SqlwinError`` naming it (the statement that asked for it adds where)."""
+    try:
+        _files(uri).makedirs(uri)
+    except OSError as err:  # pyarrow's local and Hadoop-backed file systems
+        raise SqlwinError(f"cannot make the folder {uri}: {err.strerror or err}") from None
+    except Exception as err:
+        if type(err).__name__ != "Py4JJavaError":
+            raise
+        reason = str(err.java_exception.getMessage()) if hasattr(err, "java_exception") else str(err)
+        raise SqlwinError(f"cannot make the folder {uri}: {reason}") from None
 
 
 def listdir(uri: str) -> list[str]:
