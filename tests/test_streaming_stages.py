@@ -62,9 +62,10 @@ JOIN_LIVE = [
     (None, "b", None, 1, at(0), 0, "ON_TIME", False),
     ("a", "a", 2, 1, at(5), 0, "ON_TIME", False),
     ("a", "a", 5, 1, at(5), 1, "LATE", False),
-    ("b", None, 5, None, at(10), 0, "ON_TIME", False),
+    ("b", None, 5, None, at(10), 0, "ON_TIME", True),  # W 29 passed [10,15)'s end plus the lateness: its last pane
 ]
-JOIN_AT_END = [("a", None, 1, None, at(25), 0, "ON_TIME", False), (None, "a", None, 1, at(30), 0, "ON_TIME", False)]
+# at the end of the input (W +infinity) every window's pane is its last (Beam: the window expires)
+JOIN_AT_END = [("a", None, 1, None, at(25), 0, "ON_TIME", True), (None, "a", None, 1, at(30), 0, "ON_TIME", True)]
 # the inner windows [0,5) a=1, [5,10) a=2+3 (its late row), [10,15) b=5, [25,30) a=1 feed the outer 10 s windows once
 # final (the inner watermark minus its 4 s lateness passed their end): each counted once
 CASCADE_LIVE = [(at(0), at(10), 6, 2, 0, "ON_TIME", True), (at(10), at(20), 5, 1, 0, "ON_TIME", True)]

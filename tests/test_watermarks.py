@@ -317,3 +317,42 @@ def test_an_idle_replay_stream_closes_its_window_before_a_row_that_comes_later(s
             assert late == []
     finally:
         catalog.drop_stream(spark, "idle_s")
+
+
+# a stream of two sides (each a stage of a staged query): their first rows at 10:00 (ts 08:01 and 08:02), their
+# next at 10:10 (08:05, 08:06); WATERMARK FOR ts AS ts, IDLE TIMEOUT 1 minute
+STAGED_IDLE = [(1, "10:00", "08:01", 1, "l"), (1, "10:00", "08:02", 10, "r"),
+               (2, "10:10", "08:05", 2, "l"), (2, "10:10", "08:06", 20, "r")]
+IDLE_JOIN = """SELECT L.ws, L.s, R.s AS rs FROM (SELECT window_start AS ws, window_end AS we, SUM(v) AS s
+      FROM TUMBLE(TABLE(SELECT * FROM idle2_s WHERE side = 'l'), DESCRIPTOR(ts), INTERVAL '10' MINUTES)
+      GROUP BY window_start, window_end) L
+JOIN (SELECT window_start, window_end, SUM(v) AS s
+      FROM TUMBLE(TABLE(SELECT * FROM idle2_s WHERE side = 'r'), DESCRIPTOR(ts), INTERVAL '10' MINUTES)
+      GROUP BY window_start, window_end) R ON L.ws = R.window_start AND L.we = R.window_end"""
+IDLE_CASCADE = """SELECT window_start, SUM(s) AS total, COUNT(*) AS inner_windows FROM TUMBLE(TABLE(
+    SELECT window_time AS rowtime, SUM(v) AS s FROM TUMBLE(TABLE idle2_s, DESCRIPTOR(ts), INTERVAL '10' MINUTES)
+    GROUP BY window_start, window_end, window_time), DESCRIPTOR(rowtime), INTERVAL '20' MINUTES)
+GROUP BY window_start, window_end"""
+
+
+def test_an_idle_replay_stream_closes_the_windows_of_a_join_and_a_cascade_before_later_rows(spark):
+    """Staged replay (a window join, cascaded windows) runs the idle stream's micro-batches without rows as the
+    single-stage replay does (above). Hand-worked: idle, the stream's W reaches 08:10 at 10:08 (max(d, e - max_ts +
+    delay) = 8 minutes after the last rows, ts 08:02): [08:00, 08:10) closes then on each side with the first rows
+    (L 1, R 10; the inner windows 11), the join joins it at once (the tick's micro-batch settles), and the rows at
+    10:10 are late for it. The cascade's outer [08:00, 08:20) takes that one inner pane (the end of the input
+    fires it). Run live, a tick at 10:08 would do the same; without it both windows took all the rows (3, 30)."""
+    day = "2020-04-15"
+    values = ", ".join(f"({seq}, TIMESTAMP'{day} {pt}:00', TIMESTAMP'{day} {t}:00', {v}, '{side}')"
+                       for seq, pt, t, v, side in STAGED_IDLE)
+    spark.sql(f"SELECT * FROM VALUES {values} AS t(seq, pt, ts, v, side)").createOrReplaceTempView("idle2_rows")
+    sqlwin.sql(spark, "CREATE STREAM idle2_s FROM TABLE idle2_rows ARRIVAL ORDER BY seq MICRO BATCH BY seq "
+                      "PROCESSING TIME BY pt WATERMARK FOR ts AS ts WITH IDLE TIMEOUT INTERVAL '1' MINUTE")
+    try:
+        start = dt.datetime(2020, 4, 15, 8)
+        joined = rows_of(sqlwin.sql(spark, IDLE_JOIN), ["ws", "s", "rs", "pane_timing", "is_final"])
+        cascade = rows_of(sqlwin.sql(spark, IDLE_CASCADE),
+                          ["window_start", "total", "inner_windows", "pane_timing", "is_final"])
+        assert (joined, cascade) == ([(start, 1, 10, "ON_TIME", True)], [(start, 11, 1, "ON_TIME", True)])
+    finally:
+        catalog.drop_stream(spark, "idle2_s")

@@ -176,16 +176,19 @@ def drive(operator: MicroBatchOperator, spark: Any, plan: list, has_clock: bool,
     operator.step(spark, None, final_clock, end_of_input=True)
 
 
-def idle_steps(operator: MicroBatchOperator, spark: Any, until: int) -> None:
+def idle_steps(operator: MicroBatchOperator | StagedOperator, spark: Any, until: int) -> None:
     """The micro-batches without rows a live run's idle stream gets (its tick at the moment its watermark, moving
     with the clock, reaches a window's end: GRAMMAR 3's ``max(d, e - max_ts + delay)`` after the last row), at
     those moments, before a micro-batch of rows at processing time ``until``: the window closes without the rows
-    that came after it closed. Bounded: each one fires a window or moves the next moment on."""
+    that came after it closed. Bounded: each one fires a window or moves the next moment on. A staged query's
+    tick then settles at that moment (a cascade's outer windows, the join), as its live micro-batch does."""
     for _ in range(1024):
         wake = operator.idle_wake()
         if wake is None or wake > until:
             return
         operator.step(spark, None, wake)
+        if isinstance(operator, StagedOperator):
+            operator.settle(spark, lambda wake=wake: wake)
 
 
 def drive_stages(operator: StagedOperator, spark: Any, plan: list, has_clock: bool, data_of: Any) -> None:
@@ -199,6 +202,7 @@ def drive_stages(operator: StagedOperator, spark: Any, plan: list, has_clock: bo
 
     for entry in plan:
         processing_time = clock_of(entry, has_clock, operator)
+        idle_steps(operator, spark, processing_time)
         operator.step(spark, data_of(entry), processing_time)
         operator.settle(spark, clock)
     operator.step(spark, None, clock(), end_of_input=True)

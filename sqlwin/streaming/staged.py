@@ -232,6 +232,13 @@ class StagedOperator(StoppableBatches):
         wakes = [w for w in (op.next_wake() for op in self.ops) if w is not None]
         return min(wakes) if wakes else None
 
+    def idle_wake(self) -> int | None:
+        """The earliest moment a stage's idle stream (WITH IDLE TIMEOUT) reaches one of its window timers
+        (``MicroBatchOperator.idle_wake``; None: none): the tick a live run asks for then (``next_wake``), which
+        replay runs as a step without rows, then settles, as the live micro-batch of that tick does."""
+        wakes = [w for w in (op.idle_wake() for op in self.ops) if w is not None]
+        return min(wakes) if wakes else None
+
     def wake_after_restart(self) -> None:
         if self.ticks is not None and (self.open_windows or self.wants_micro_batch()):
             wanted = int(self.ticks.read().get("wanted") or 0)

@@ -14,6 +14,8 @@ previous micro-batch's:
   reaches the join for a window already joined joins that window again, with the latest pane of each side (so the
   LATE pane of the join restates the window's whole join, as an ACCUMULATING pane does). ``pane_index`` counts the
   join's panes of the window.
+- **is_final**: a pane emitted where the window is forgotten (below: ``W`` past its end plus the lateness, or the
+  end of the input) is its last, as a window stage's pane where its window expires (Beam's garbage collection).
 - A window is forgotten once ``W`` passes its end plus the sides' largest lateness, and the folders whose windows
   are all forgotten are deleted after the commit.
 
@@ -215,28 +217,35 @@ class JoinStage:
         windows = []
         for ws, we, late in sorted(self._found(previous, watermark, new), key=lambda r: (r[1], r[0])):
             key = f"{ws},{we}"
+            final = self._expires(we, watermark)
             if late:
                 index = self.released.get(key, 1)
-                windows.append((ws, we, index, "LATE", False))
+                windows.append((ws, we, index, "LATE", final))
                 self.released[key] = index + 1
             else:
-                windows.append((ws, we, 0, "ON_TIME", self.lateness == 0))
+                windows.append((ws, we, 0, "ON_TIME", final))
                 if self.lateness:
                     self.released[key] = 1
         return windows
+
+    def _expires(self, end: int, watermark: int) -> bool:
+        """Whether a window ending at ``end`` is forgotten at ``watermark`` (``_expire``: its end plus the sides'
+        lateness passed, or the end of input): a pane the join emits then is its last (``is_final``, as a window
+        stage's pane in the call where its window expires: ``core.panes``), the ON_TIME pane at +infinity too."""
+        return watermark >= MAX_TIME or end + self.delay <= watermark - self.lateness
 
     def _expire(self, watermark: int) -> list[tuple[int, int]]:
         """Folders whose windows can no longer be joined again (their end plus lateness passed), forgotten."""
         gone = []
         for i, kept in enumerate(self.retained):
             for n, end in list(kept.items()):
-                if end + self.delay <= watermark - self.lateness or watermark >= MAX_TIME:
+                if self._expires(end, watermark):
                     gone.append((i, n))
                     del kept[n]
                     self.retained_rows[i].pop(n, None)
                     self.retained_windows[i].pop(n, None)
         for key in list(self.released):
-            if int(key.split(",")[1]) + self.delay <= watermark - self.lateness:
+            if self._expires(int(key.split(",")[1]), watermark):
                 del self.released[key]
         return gone
 
