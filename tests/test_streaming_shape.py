@@ -36,6 +36,11 @@ def test_a_stream_read_outside_its_window_tvf_is_refused(text: str, at: tuple[in
     with pytest.raises(SqlwinError, match="stream bids is read outside the window TVF") as info:
         shape_of(text)
     assert (info.value.line, info.value.col) == at
+    if text.startswith("WITH"):  # the CTE the TVF reads: the error says to write its query as the TVF's input
+        assert info.value.message == (
+            "stream bids is read outside the window TVF, in recent, which the window TVF reads: a streaming query "
+            "reads its stream only in a window TVF's input; write recent's query there, as in TUMBLE(TABLE (SELECT "
+            "... FROM bids ...), DESCRIPTOR(...), ...) (a table may be joined in it)")
 
 
 def test_a_stream_read_by_its_window_tvf_inside_a_larger_query_is_accepted() -> None:

@@ -297,12 +297,22 @@ def _read_only_by_the_window(tables: list[exp.Table], tvf: exp.Expr) -> None:
     """A stream read anywhere but in the window TVF (a self-join such as Nexmark q7, a CTE feeding the TVF) has
     no streaming meaning here: a live run would read it as a stream inside each micro-batch, a replay as the
     whole table, future rows included."""
+    read = tvf.find(TableArg)
+    read_name = read.this.name.lower() if read is not None and isinstance(read.this, exp.Table) else None
     for table in tables:
-        if not any(parent is tvf for parent in ancestors(table)):
-            raise SqlwinError.at(table, f"stream {table.name} is read outside the window TVF: a streaming query "
-                                        "reads its stream only through window TVFs; to join its rows with a window "
-                                        "query, join the stream's window TVF with it ON window_start and window_end "
-                                        "(a window join; other joins of streams run in batch queries only)")
+        if any(parent is tvf for parent in ancestors(table)):
+            continue
+        cte = next((p for p in ancestors(table) if isinstance(p, exp.CTE)), None)
+        if cte is not None and cte.alias_or_name.lower() == read_name:  # WITH c AS (... s ...) ... TUMBLE(TABLE c
+            raise SqlwinError.at(table, f"stream {table.name} is read outside the window TVF, in {cte.alias_or_name}, "
+                                        "which the window TVF reads: a streaming query reads its stream only in a "
+                                        f"window TVF's input; write {cte.alias_or_name}'s query there, as in "
+                                        f"TUMBLE(TABLE (SELECT ... FROM {table.name} ...), DESCRIPTOR(...), ...) "
+                                        "(a table may be joined in it)")
+        raise SqlwinError.at(table, f"stream {table.name} is read outside the window TVF: a streaming query "
+                                    "reads its stream only through window TVFs; to join its rows with a window "
+                                    "query, join the stream's window TVF with it ON window_start and window_end "
+                                    "(a window join; other joins of streams run in batch queries only)")
 
 
 def _keep_windows_apart(carrier: exp.Select, tvf: exp.Expr, aggregated: bool) -> None:
