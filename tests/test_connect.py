@@ -365,9 +365,9 @@ def test_connect_server_without_sqlwin(side_runs: dict[str, Future], tmp_path: P
     probe, out = side_run(side_runs, "test_connect_server_without_sqlwin", run_without_sqlwin, tmp_path)
     assert "No module named 'sqlwin'" in probe, probe[-2000:]
     for name, error in zip(("n_out", "c_out"), out["errors"], strict=True):
-        assert error == (f"cannot start streaming table {name}: the Spark Connect server's Python cannot import "
-                         "sqlwin. Streaming tables run sqlwin's micro-batch code inside the server (in its "
-                         "foreachBatch worker): install sqlwin for the interpreter the server starts Python "
+        assert error == (f"line 1, col 24: cannot start streaming table {name}: the Spark Connect server's Python "
+                         "cannot import sqlwin. Streaming tables run sqlwin's micro-batch code inside the server (in "
+                         "its foreachBatch worker): install sqlwin for the interpreter the server starts Python "
                          "workers with (its PYSPARK_PYTHON)")
     assert out["active"] == [] and out["shown"] == []
     duck = duckdb.connect()

@@ -135,7 +135,7 @@ PARTITIONS = ["", " PARTITION BY k", " PARTITION BY k, k2", " PARTITION BY (k2, 
 SHAPES = [
     "SELECT {keys}window_start, window_end, COUNT(*) AS n, SUM(v) AS s FROM {tvf} GROUP BY {keys}window_start, "
     "window_end",
-    "SELECT {keys}window_start, window_end, window_time, MIN(v), MAX(window_start) FROM {tvf} "
+    "SELECT {keys}window_start, window_end, window_time, MIN(v), MAX(window_start) AS last_start FROM {tvf} "
     "GROUP BY {keys}window_start, window_end, window_time HAVING COUNT(*) > 1",
     "SELECT {keys}window_time, COUNT(*) FROM {tvf} GROUP BY window_end, {keys}window_start, window_time "
     "HAVING MAX(v) >= 0 AND window_end > TIMESTAMP '2024-03-01 00:10:00'",

@@ -58,7 +58,17 @@ public class SqlwinParser implements ParserInterface {
     }
 
     private String rewrite(String sql) {
-        return rewrite(sql, routed);
+        return rewrite(sql, fromClient() ? routed : keywords);
+    }
+
+    /**
+     * A statement a JDBC/ODBC client sent: the Thrift server parses it on one of its own threads (its handler and
+     * background pools, named "HiveServer2-..."). SQL that sqlwin runs itself in this JVM (a server resuming its
+     * streaming tables, a streaming query's micro-batches, a rewrite's analysis) names streams too and is not a
+     * client's plain SQL over a stream.
+     */
+    private static boolean fromClient() {
+        return Thread.currentThread().getName().startsWith("HiveServer2-");
     }
 
     private String rewrite(String sql, Pattern pattern) {

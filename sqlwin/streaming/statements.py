@@ -261,8 +261,11 @@ def prepare_table(spark: Any, name: str, query: st.WindowedQuery, fmt: str | Non
 
 def refuse_replay_streams(node: exp.Expr, streams: dict[str, catalog.StreamDef], name: str) -> None:
     """A streaming table runs continuously over live streams; a replay stream's rows are a table's, replayed at
-    once: the query itself returns every pane it emits (stored with CREATE TABLE ... AS)."""
+    once: the query itself returns every pane it emits (stored with CREATE TABLE ... AS). A query that reads both
+    kinds is refused as such by the analysis (``stages.analyse_staged``)."""
     replays = {k for k, s in streams.items() if isinstance(s, st.CreateReplayStream)}
+    if len(replays) < len(streams):  # a live stream too: the analysis says a query cannot join the two kinds
+        return
     at = next((t for t in node.find_all(exp.Table) if t.name.lower() in replays), None)
     if at is not None:
         raise SqlwinError.at(at, f"{at.name} is a replay stream (CREATE STREAM ... FROM TABLE): a query over it "
