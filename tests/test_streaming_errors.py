@@ -298,6 +298,39 @@ def test_what_a_streaming_table_cannot_start_from_is_an_error_at_its_name(stream
     catalog.drop_stream(spark, "ce_gone")
 
 
+
+def test_a_replay_is_kept_by_create_table_insert_into_and_a_temporary_view(streams, tmp_path) -> None:
+    """CREATE TABLE ... AS, INSERT INTO and CREATE TEMPORARY VIEW ... AS a replay hold its panes, as the batch
+    statements hold their query's rows (CREATE TABLE failed with a parse error in generated SQL, and INSERT INTO
+    returned the panes without inserting them); a permanent view over a replay, and CREATE TABLE over a live
+    stream, are errors at their names."""
+    spark = streams.spark
+    query = (f"SELECT k, window_start, COUNT(*) AS n FROM TUMBLE(TABLE {REPLAY}, DESCRIPTOR(ts), INTERVAL 10 SECONDS) "
+             "GROUP BY k, window_start, window_end")
+    replayed = sorted(tuple(r) for r in sqlwin.sql(spark, query).collect())
+    ten = T + dt.timedelta(seconds=10)
+    assert [r[:5] for r in replayed] == [("a", T, 2, 0, "ON_TIME"), ("b", ten, 1, 0, "ON_TIME")]
+    sqlwin.sql(spark, f"CREATE TABLE kept_replay USING parquet LOCATION '{tmp_path / 'kept'}' AS {query}")
+    sqlwin.sql(spark, f"CREATE TEMPORARY VIEW kept_replay_v AS {query}")
+    spark.sql("CREATE TABLE ins_replay (k STRING, window_start TIMESTAMP, n BIGINT, pane_index INT, pane_timing "
+              f"STRING, is_final BOOLEAN, micro_batch INT) USING parquet LOCATION '{tmp_path / 'ins'}'")
+    try:
+        sqlwin.sql(spark, f"INSERT INTO ins_replay {query}")
+        for name in ("kept_replay", "kept_replay_v", "ins_replay"):
+            assert sorted(tuple(r) for r in spark.table(name).collect()) == replayed, name
+        err = attempt(spark, f"CREATE VIEW kept_replay_p AS {query}")
+        assert str(err) == ("line 1, col 13: a view over a replay: the replay's panes are computed once, for this "
+                            "session; CREATE TEMPORARY VIEW (this session) or CREATE TABLE (kept)")
+        err = attempt(spark, f"CREATE TABLE kept_live AS {query.replace(REPLAY, LIVE)}")
+        assert str(err).startswith(f"line 1, col 34: this query reads the stream {LIVE}: it runs continuously")
+        helpers = [r.viewName for r in spark.sql("SHOW VIEWS").collect() if r.viewName.startswith("__sqlwin_replayed")]
+        assert len(helpers) == 1  # the temporary view's rows; the tables' were dropped once written
+    finally:
+        for table in ("kept_replay", "ins_replay"):
+            spark.sql(f"DROP TABLE IF EXISTS {table}")
+        spark.catalog.dropTempView("kept_replay_v")
+
+
 # -- failures while running -------------------------------------------------------------------------
 def _stop_tables(names) -> None:
     """Stop and forget the streaming tables of ``names`` that a test started."""

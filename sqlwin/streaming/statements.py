@@ -3,8 +3,9 @@ point: Python API, CLI scripts, the JDBC server)."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlglot import exp
@@ -157,7 +158,8 @@ def _execute(spark: Any, text: str, plan: object) -> StatementResult:
         return StatementResult(text, message=f"streaming table {table.name} stopped")
     if isinstance(plan, st.DropStreamingTable):
         return StatementResult(text, message=drop_table(spark, plan.name, plan.purge, text))
-    prepared = prepare(spark, text, plan)
+    create = plan.node if isinstance(plan, st.WindowedQuery) and isinstance(plan.node, exp.Create) else None
+    prepared = prepare(spark, text, replace(plan, node=create.expression) if create is not None else plan)
     if isinstance(prepared, (StreamingShape, StagedShape)):  # a replay
         from sqlwin.streaming.replay import replay
 
@@ -165,6 +167,8 @@ def _execute(spark: Any, text: str, plan: object) -> StatementResult:
             panes = replay(spark, prepared)
             if run is not None:
                 run.result = panes
+        if create is not None or isinstance(plan.node, exp.Insert):
+            return StatementResult(text, dataframe=store_replayed(spark, create or plan.node, panes, text))
         return StatementResult(text, dataframe=panes)
     table = prepared.start()
     query = plan.query.node if isinstance(plan, st.CreateStreamingTable) else plan.node
@@ -174,6 +178,28 @@ def _execute(spark: Any, text: str, plan: object) -> StatementResult:
     if isinstance(plan, st.CreateStreamingTable):
         return StatementResult(text, message=f"streaming table {table.name} started ({table.path} path: {table.why})")
     return StatementResult(text, message=f"streaming insert into {table.name} started ({table.path} path)")
+
+
+def store_replayed(spark: Any, statement: exp.Create | exp.Insert, panes: Any, text: str) -> Any:
+    """``CREATE TABLE/VIEW ... AS`` or ``INSERT INTO`` a replay: the statement as written (its format, options,
+    location, columns) over the replay's panes, as the batch statement over its query."""
+    is_view = str(statement.args.get("kind") or "").upper() == "VIEW"
+    if is_view and (statement.find(exp.TemporaryProperty) is None or statement.find(exp.GlobalProperty)):
+        raise SqlwinError.at(statement.this, "a view over a replay: the replay's panes are computed once, for this "
+                                             "session; CREATE TEMPORARY VIEW (this session) or CREATE TABLE (kept)")
+    view = f"__sqlwin_replayed_{uuid.uuid4().hex[:12]}"
+    panes.createOrReplaceTempView(view)  # kept for a temporary view over it; a table's rows are written once
+    over = statement.copy()
+    over.set("expression", exp.select("*").from_(exp.to_identifier(view)))
+    try:
+        with in_user_terms(text):
+            result = spark.sql(over.sql(dialect="spark"))
+    except BaseException:
+        spark.catalog.dropTempView(view)
+        raise
+    if not is_view:
+        spark.catalog.dropTempView(view)
+    return result
 
 
 def prepare(spark: Any, text: str, plan: object) -> StreamingShape | StagedShape | PreparedTable:
