@@ -71,6 +71,15 @@ def replay(spark: Any, shape: StreamingShape | StagedShape, late_view: str | Non
         return result
     finally:
         storage.delete(folder)
+        drop_views_of(spark, tag)
+
+
+def drop_views_of(spark: Any, tag: str) -> None:
+    """The temporary views a replay made for its micro-batches (their names end with its ``tag``): its result and
+    late rows hold their rows, and a session (a JDBC client's) that replays again and again would keep them all."""
+    for row in spark.sql(f"SHOW VIEWS LIKE '__sqlwin_*{tag}*'").collect():
+        if row["isTemporary"]:
+            spark.catalog.dropTempView(row["viewName"])
 
 
 def _run(spark: Any, shape: StreamingShape | StagedShape, folder: str, sink: BatchSink,
