@@ -45,10 +45,7 @@ def refuse_stream_views(spark: Any, node: exp.Expr) -> None:
     but not its watermark, replay order or micro-batches, so a window over it would be a batch query over a
     streaming DataFrame (a live stream: it fails once read) or over the replayed table (a replay: no late rows,
     one pane): the stream has to be named in the query itself."""
-    ctes = {cte.alias_or_name.lower() for cte in node.find_all(exp.CTE)}
-    for table in node.find_all(exp.Table):
-        if table.args.get("db") is not None or table.name.lower() in ctes:
-            continue
+    for table in session_tables(node):
         stream = catalog.stream_behind_view(spark, table.name)
         if stream is not None and catalog.find_stream(spark, table.name) is None:
             raise SqlwinError.at(table, f"{table.name} is a view over the stream {stream}: sqlwin reads a stream "
@@ -88,22 +85,22 @@ def check_plain_node(spark: Any, node: exp.Expr) -> None:
     query = node.expression if isinstance(node, (exp.Insert, exp.Create)) else node
     if not isinstance(query, exp.Query):
         return
-    ctes = {cte.alias_or_name.lower() for cte in query.find_all(exp.CTE)}
-    for table in query.find_all(exp.Table):
-        if table.args.get("db") is not None or table.name.lower() in ctes:
-            continue
+    for table in session_tables(query):
         stream = catalog.find_stream(spark, table.name)
         if stream is not None:
             raise without_window(table, stream, started=False)
     refuse_stream_views(spark, query)
 
 
+def session_tables(query: exp.Expr) -> list[exp.Table]:
+    """The tables ``query`` names that may be a stream or a temporary view: no database given, not a CTE's."""
+    ctes = {cte.alias_or_name.lower() for cte in query.find_all(exp.CTE)}
+    return [t for t in query.find_all(exp.Table) if t.args.get("db") is None and t.name.lower() not in ctes]
+
+
 def _stream_of(spark: Any, query: exp.Expr) -> str | None:
     """The stream a view's query reads, by name or through another view over one (its CTEs' names aside)."""
-    ctes = {cte.alias_or_name.lower() for cte in query.find_all(exp.CTE)}
-    for table in query.find_all(exp.Table):
-        if table.args.get("db") is not None or table.name.lower() in ctes:
-            continue
+    for table in session_tables(query):
         stream = catalog.find_stream(spark, table.name)
         if stream is not None:
             return stream.name
