@@ -24,9 +24,9 @@ newest manifest does not cover.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from sqlwin.diagnostics import read_failure
 from sqlwin.errors import SqlwinError
 from sqlwin.streaming import storage, tableviews
 from sqlwin.streaming.compaction import META, CompactionPolicy, Compactor, SinkLog, batch_numbers
@@ -73,16 +73,14 @@ def _check_on_server(spark: Any, name: str, table: str) -> None:
     except Exception as err:
         text = str(err)
         if "DATA_SOURCE_NOT_FOUND" in text or "Failed to find" in text:
-            first = re.sub(r"\s*SQLSTATE: \w+\.?\s*$", "", text.strip().splitlines()[0])
             raise SqlwinError(f"CREATE STREAMING TABLE {table} USING {name}: Spark has no data source {name} "
-                              f"({first})") from None
+                              f"({read_failure(text).message})") from None
 
 
 def _java_message(err: Any) -> str:
     java = getattr(err, "java_exception", None)
     text = str(java.getMessage() or java.toString()) if java is not None else str(err)
-    first = text.strip().splitlines()[0] if text.strip() else type(err).__name__
-    return re.sub(r"\s*SQLSTATE: \w+\.?\s*$", "", first)  # Spark's code for machines, not for the reader
+    return read_failure(text).message if text.strip() else type(err).__name__
 
 
 def _file_source(jvm: Any, source: Any) -> bool:

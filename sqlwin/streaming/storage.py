@@ -129,12 +129,9 @@ def makedirs(uri: str) -> None:
     file system) is a ``SqlwinError`` naming it (the statement that asked for it adds where)."""
     try:
         _files(uri).makedirs(uri)
-    except OSError as err:  # pyarrow's local and Hadoop-backed file systems
-        raise SqlwinError(f"cannot make the folder {uri}: {err.strerror or err}") from None
-    except Exception as err:
-        if type(err).__name__ != "Py4JJavaError":
-            raise
-        reason = str(err.java_exception.getMessage()) if hasattr(err, "java_exception") else str(err)
+    except Exception as err:  # pyarrow's OSError, or Hadoop's IOException through py4j
+        java = getattr(err, "java_exception", None)
+        reason = java.getMessage() if java is not None else getattr(err, "strerror", None) or err
         raise SqlwinError(f"cannot make the folder {uri}: {reason}") from None
 
 
