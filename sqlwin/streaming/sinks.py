@@ -124,11 +124,15 @@ class BatchSink:
     ``fmt``: the file format (``sink_format``'s result), or None for the one recorded in the folder (else
     parquet). ``compaction``: the table's policy; None (replay's scratch sinks) never compacts. Readers always
     follow the folder's manifests, also when this run does not compact. ``options``: the format's own options
-    (Spark's: ``compression``, csv's ``sep``, xml's ``rowTag``), given to its writer and its reader."""
+    (Spark's: ``compression``, csv's ``sep``, xml's ``rowTag``), given to its writer and its reader. ``shown``:
+    whether ``register`` shows it as a view; False for the sinks nobody reads by name (a replay's, whose panes
+    are read once at its end, and a staged query's inner stages, read by folder): listing the folder and
+    replacing the view after every micro-batch cost each replayed micro-batch Spark work for nothing."""
 
     def __init__(self, name: str, path: str, fmt: str | None = None, compaction: CompactionPolicy | None = None,
-                 options: dict[str, str] | None = None):
+                 options: dict[str, str] | None = None, shown: bool = True):
         self.name = name
+        self.shown = shown
         self.path = storage.qualify(path)  # any URI, kept as given (sqlwin.streaming.storage)
         storage.makedirs(self.path)
         self.format = self._settle_format(fmt)
@@ -218,7 +222,7 @@ class BatchSink:
         """(Re)define the view: a fresh file listing, so it shows every committed batch. A streaming table's
         output is a view of the catalog, replaced only when the files to read changed
         (``sqlwin.streaming.tableviews``); a replay's, a temp view."""
-        if self.schema is None:
+        if self.schema is None or not self.shown:
             return
         if self.catalog_view is None:
             self.read(spark).createOrReplaceTempView(self.name)

@@ -70,7 +70,7 @@ class StagedOperator(StoppableBatches):
         for stage in shape.stages:
             last = shape.join is None and stage is shape.final
             out = sink if last else BatchSink(f"__sqlwin_{tag}_stage{stage.index}",
-                                              storage.join(location, "stages", str(stage.index), "out"))
+                                              storage.join(location, "stages", str(stage.index), "out"), shown=False)
             if stage.upstream is not None:
                 self._derived_view(stage)
             self.ops.append(self._stage_operator(stage, storage.join(location, "stages", str(stage.index)), out,
