@@ -233,13 +233,21 @@ def test_sigint_stops_every_table_and_the_watch_ends_with_0(spark, stream: Feede
     assert signal.getsignal(signal.SIGINT) is before  # put back
 
 
-def test_a_failing_table_ends_the_watch_with_1_and_its_error_at_the_statement(spark, stream: Feeder) -> None:
+@pytest.mark.parametrize("before", [False, True], ids=["fails_while_watched", "failed_before_the_watch"])
+def test_a_failing_table_ends_the_watch_with_1_and_its_error_at_the_statement(spark, stream: Feeder,
+                                                                              before: bool) -> None:
+    """``before``: the table failed while the script's later statements ran, before the watch began (the watch
+    returned 0, saying nothing, when no table was active any more)."""
     text = ("-- v = 0 divides by zero (ANSI) when its window fires\n"
             "CREATE STREAMING TABLE svc_bad AS SELECT window_start, window_end,\n"
             "       SUM(10 / v) AS r FROM TUMBLE(TABLE s_svc, DESCRIPTOR(ts), INTERVAL 10 SECONDS)\n"
             "GROUP BY window_start, window_end ALLOWED LATENESS INTERVAL 1 SECOND")
     sqlwin.sql(spark, text)
     stream.write([{"k": "a", "v": 0, "ts": "2024-01-01 00:00:01"}, {"k": "a", "v": 1, "ts": "2024-01-01 00:00:30"}])
+    if before:
+        with pytest.raises(SqlwinError, match=r"DIVIDE_BY_ZERO"):
+            catalog.find_table("svc_bad").process_all_available()
+        assert not catalog.find_table("svc_bad").is_active
     out_console, out, err_console, err = consoles()
     origin = service.Origin("jobs.sql", "SELECT 1;\n" + text, (1, 0))
     with service.stop_signals() as stop:
