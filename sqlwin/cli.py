@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="streaming tables read what their sources hold now (firing the windows that completes), "
                           "then the run exits; without it the run lasts while any streaming table runs "
                           "(Ctrl-C or SIGTERM stops them)")
-    run.add_argument("--refresh", type=float, default=1.0, metavar="SECONDS",
+    run.add_argument("--refresh", type=_seconds, default=1.0, metavar="SECONDS",
                      help="how often the streaming tables' status is refreshed (default 1)")
     run.set_defaults(func=cmd_run)
 
@@ -126,6 +126,18 @@ def _conf_item(text: str) -> tuple[str, str]:
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     return key.strip(), value
+
+
+def _seconds(text: str) -> float:
+    """A positive number of seconds: ``--refresh 0`` (or a negative one) made the status loop spin without a
+    pause, a CPU kept busy asking Spark for the same status for as long as the service ran."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
+    return value
 
 
 def _version() -> str:
