@@ -309,6 +309,8 @@ logger.task.name = org.apache.spark.executor.Executor
 logger.task.level = off
 logger.taskset.name = org.apache.spark.scheduler.TaskSetManager
 logger.taskset.level = off
+logger.writer.name = org.apache.spark.sql.execution.datasources.FileFormatWriter
+logger.writer.level = off
 """
 
 
@@ -317,7 +319,8 @@ def quiet_spark_conf(conf: dict[str, str]) -> dict[str, str]:
 
     Spark's default profile prints several lines at start-up; a custom file whose root level
     equals the shell's (WARN) prints none. A streaming query that fails is logged with its Java stack trace
-    by MicroBatchExecution, and a task that fails (a bad cast in the data) by the executor and the task set:
+    by MicroBatchExecution, and a task that fails (a bad cast in the data, a file a stream cannot read) by the
+    executor, the task set and the file writer whose job it aborts (a streaming table's sink: "Aborting job"):
     silenced, since ``sqlwin run`` reports the failure in the statement's terms. Skipped when
     SQLWIN_SPARK_LOG_LEVEL asks for more.
     """

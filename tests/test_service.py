@@ -188,6 +188,34 @@ GROUP BY window_start, window_end;
     assert not (tmp_path / "root" / "never").exists()
 
 
+@pytest.mark.slow
+def test_available_now_with_a_table_that_cannot_read_its_file_exits_1_with_one_error(tmp_path: Path) -> None:
+    """A table under --available-now reads a stream whose file is not Parquet: it fails, and the run exits 1 with
+    the failure at its statement, the only thing on stderr (Spark's file writer logged "Aborting job" with its Java
+    stack trace first; and one more for each other table the failure stopped, its write interrupted)."""
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "x.parquet").write_text("not parquet\n")
+    (tmp_path / "pipeline.sql").write_text("""-- a stream whose file is broken
+CREATE STREAM broken (k STRING, v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS)
+  USING parquet OPTIONS (path '${sqlwin.file_dir}/broken');
+CREATE STREAMING TABLE broken_counts AS
+SELECT window_start, window_end, COUNT(*) AS c FROM TUMBLE(TABLE broken, DESCRIPTOR(ts), INTERVAL 10 SECONDS)
+GROUP BY window_start, window_end;
+""")
+    cli = Cli(tmp_path, "--available-now", "pipeline.sql")
+    try:
+        assert cli.wait() == 1, cli.text()
+    finally:
+        cli.kill()
+    out, err = cli.text()
+    assert re.search(r"^\S+ broken_counts failed ", out, re.MULTILINE), out
+    file = (tmp_path / "broken" / "x.parquet").as_uri()
+    lines = [x for x in err.splitlines() if not x.startswith("WARNING: Using incubator modules")]  # the JVM's
+    assert lines == ["error: line 4, col 1: streaming table broken_counts failed: [FAILED_READ_FILE.NO_HINT] "
+                     f"Encountered error while reading file {file}.", " --> pipeline.sql:4:1",
+                     "4 | CREATE STREAMING TABLE broken_counts AS", "  | ^"], err[-3000:]
+
+
 # ------------------------------------------------------------------ in this process, on the shared session
 @pytest.fixture()
 def stream(spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
