@@ -49,11 +49,14 @@ ALLOWED LATENESS INTERVAL 5 SECONDS LATE ROWS TO late_bids;
 class Cli:
     """``python -m sqlwin run ...`` in its own process group; its output lines read as they come."""
 
-    def __init__(self, folder: Path, *args: str):
+    def __init__(self, folder: Path, *args: str, root: bool = True):
+        """``root``: SQLWIN_STREAMING_DIR is ``folder/root`` (else the run's ``--conf sqlwin.streaming.dir``)."""
         # its JVM lives seconds: C1 only (tests/proctools.py, SHORT_LIVED_ENV), less CPU spent compiling
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SQLWIN_NO_PROGRESS": "1", "PYTHONUNBUFFERED": "1",
                "SQLWIN_STREAMING_DIR": str(folder / "root"), "PYTHONPATH": str(ROOT), **SHORT_LIVED_ENV}
         env.pop("SQLWIN_DEBUG", None)
+        if not root:
+            env.pop("SQLWIN_STREAMING_DIR")
         small = ["--conf", "spark.sql.shuffle.partitions=1"]  # a few rows: one task per stage, quicker
         # status every 0.2 s, not every 1 s: the waits for a status line, and the exit once nothing runs, end sooner
         small += ["--refresh", "0.2"]
@@ -202,13 +205,16 @@ CREATE STREAMING TABLE broken_counts AS
 SELECT window_start, window_end, COUNT(*) AS c FROM TUMBLE(TABLE broken, DESCRIPTOR(ts), INTERVAL 10 SECONDS)
 GROUP BY window_start, window_end;
 """)
-    cli = Cli(tmp_path, "--available-now", "pipeline.sql")
+    # the root as a setting: spark-submit warned "Ignoring non-Spark config property: sqlwin.streaming.dir"
+    cli = Cli(tmp_path, "--conf", f"sqlwin.streaming.dir={tmp_path / 'jobs'}", "--available-now", "pipeline.sql",
+              root=False)
     try:
         assert cli.wait() == 1, cli.text()
     finally:
         cli.kill()
     out, err = cli.text()
     assert re.search(r"^\S+ broken_counts failed ", out, re.MULTILINE), out
+    assert (tmp_path / "jobs" / "broken_counts" / "checkpoint").is_dir() and not (tmp_path / "root").exists()
     file = (tmp_path / "broken" / "x.parquet").as_uri()
     lines = [x for x in err.splitlines() if not x.startswith("WARNING: Using incubator modules")]  # the JVM's
     assert lines == ["error: line 4, col 1: streaming table broken_counts failed: [FAILED_READ_FILE.NO_HINT] "
