@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="streaming tables read what their sources hold now (firing the windows that completes), "
                           "then the run exits; without it the run lasts while any streaming table runs "
                           "(Ctrl-C or SIGTERM stops them)")
-    run.add_argument("--refresh", type=float, default=1.0, metavar="SECONDS",
+    run.add_argument("--refresh", type=_seconds, default=1.0, metavar="SECONDS",
                      help="how often the streaming tables' status is refreshed (default 1)")
     run.set_defaults(func=cmd_run)
 
@@ -126,6 +126,18 @@ def _conf_item(text: str) -> tuple[str, str]:
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     return key.strip(), value
+
+
+def _seconds(text: str) -> float:
+    """A positive number of seconds: ``--refresh 0`` (or a negative one) made the status loop spin without a
+    pause, a CPU kept busy asking Spark for the same status for as long as the service ran."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
+    return value
 
 
 def _version() -> str:
@@ -297,6 +309,8 @@ logger.task.name = org.apache.spark.executor.Executor
 logger.task.level = off
 logger.taskset.name = org.apache.spark.scheduler.TaskSetManager
 logger.taskset.level = off
+logger.writer.name = org.apache.spark.sql.execution.datasources.FileFormatWriter
+logger.writer.level = off
 """
 
 
@@ -305,7 +319,8 @@ def quiet_spark_conf(conf: dict[str, str]) -> dict[str, str]:
 
     Spark's default profile prints several lines at start-up; a custom file whose root level
     equals the shell's (WARN) prints none. A streaming query that fails is logged with its Java stack trace
-    by MicroBatchExecution, and a task that fails (a bad cast in the data) by the executor and the task set:
+    by MicroBatchExecution, and a task that fails (a bad cast in the data, a file a stream cannot read) by the
+    executor, the task set and the file writer whose job it aborts (a streaming table's sink: "Aborting job"):
     silenced, since ``sqlwin run`` reports the failure in the statement's terms. Skipped when
     SQLWIN_SPARK_LOG_LEVEL asks for more.
     """
@@ -335,8 +350,15 @@ def start_spark(conf: dict[str, str] | None = None) -> SparkSession:
     from sqlwin.diagnostics import spark_error_loggers
     from sqlwin.session import local_session
 
+    conf = dict(conf or {})
+    # spark-submit keeps only spark.* keys and warns of any other ("Warning: Ignoring non-Spark config property:
+    # sqlwin.streaming.dir"), although the session then has it: sqlwin's own settings go to the session instead
+    session_conf = {k: v for k, v in conf.items() if not k.startswith("spark.")}
     try:
-        spark = local_session("sqlwin-cli", conf=quiet_spark_conf(dict(conf or {})))
+        spark = local_session("sqlwin-cli", conf=quiet_spark_conf({k: v for k, v in conf.items()
+                                                                    if k not in session_conf}))
+        for key, value in session_conf.items():
+            spark.conf.set(key, value)
     except Exception as exc:
         if os.environ.get("SQLWIN_DEBUG"):
             raise

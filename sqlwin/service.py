@@ -69,7 +69,11 @@ def watch(out: Console, err: Console, origins: dict[str, Origin], stop: threadin
     """Watch every streaming table of the process until none runs, ``stop`` is set (then stop them all) or one
     fails (then stop the others); the exit status: 0, or 1 after a failure (reported to ``err``)."""
     tables = catalog.all_tables()
-    if not any(t.is_active for t in tables):
+    if not tables:
+        return 0
+    # not "none is active": a table may have failed (or, under --available-now, ended with a no-data micro-batch
+    # still to run) while the script's later statements ran; the loop reports the one and runs the other
+    if not any(_catching_up(t) for t in tables) and not any(t.status().status == "failed" for t in tables):
         return 0
     live = out.is_terminal if live is None else live
     view = LiveView(out) if live else PlainView(out)

@@ -61,6 +61,19 @@ def test_serve_is_wired_to_the_server():
     assert proc.stdout.startswith("usage: sqlwin serve")
 
 
+@pytest.mark.parametrize("given", ["0", "-1", "nan", "soon"])
+def test_run_refuses_a_refresh_that_is_not_a_positive_number_of_seconds(given: str,
+                                                                        capsys: pytest.CaptureFixture[str]):
+    """``--refresh 0`` was taken: the status loop of a service then spun without pause, a CPU busy for good."""
+    with pytest.raises(SystemExit) as exit_:
+        cli.build_parser().parse_args(["run", "--refresh", given, "pipeline.sql"])
+    assert exit_.value.code == 2
+    wanted = "above 0" if given != "soon" else ""
+    assert f"argument --refresh: expected a number of seconds {wanted}".rstrip() + f", got '{given}'" \
+        in capsys.readouterr().err
+    assert cli.build_parser().parse_args(["run", "--refresh", "0.2", "pipeline.sql"]).refresh == 0.2
+
+
 def test_rewrite_prints_plain_spark_sql():
     proc = sqlwin_cmd("rewrite", "sql_examples/hop_bids.sql")
     assert proc.returncode == 0, proc.stderr

@@ -49,11 +49,14 @@ ALLOWED LATENESS INTERVAL 5 SECONDS LATE ROWS TO late_bids;
 class Cli:
     """``python -m sqlwin run ...`` in its own process group; its output lines read as they come."""
 
-    def __init__(self, folder: Path, *args: str):
+    def __init__(self, folder: Path, *args: str, root: bool = True):
+        """``root``: SQLWIN_STREAMING_DIR is ``folder/root`` (else the run's ``--conf sqlwin.streaming.dir``)."""
         # its JVM lives seconds: C1 only (tests/proctools.py, SHORT_LIVED_ENV), less CPU spent compiling
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SQLWIN_NO_PROGRESS": "1", "PYTHONUNBUFFERED": "1",
                "SQLWIN_STREAMING_DIR": str(folder / "root"), "PYTHONPATH": str(ROOT), **SHORT_LIVED_ENV}
         env.pop("SQLWIN_DEBUG", None)
+        if not root:
+            env.pop("SQLWIN_STREAMING_DIR")
         small = ["--conf", "spark.sql.shuffle.partitions=1"]  # a few rows: one task per stage, quicker
         # status every 0.2 s, not every 1 s: the waits for a status line, and the exit once nothing runs, end sooner
         small += ["--refresh", "0.2"]
@@ -188,6 +191,37 @@ GROUP BY window_start, window_end;
     assert not (tmp_path / "root" / "never").exists()
 
 
+@pytest.mark.slow
+def test_available_now_with_a_table_that_cannot_read_its_file_exits_1_with_one_error(tmp_path: Path) -> None:
+    """A table under --available-now reads a stream whose file is not Parquet: it fails, and the run exits 1 with
+    the failure at its statement, the only thing on stderr (Spark's file writer logged "Aborting job" with its Java
+    stack trace first; and one more for each other table the failure stopped, its write interrupted)."""
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "x.parquet").write_text("not parquet\n")
+    (tmp_path / "pipeline.sql").write_text("""-- a stream whose file is broken
+CREATE STREAM broken (k STRING, v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS)
+  USING parquet OPTIONS (path '${sqlwin.file_dir}/broken');
+CREATE STREAMING TABLE broken_counts AS
+SELECT window_start, window_end, COUNT(*) AS c FROM TUMBLE(TABLE broken, DESCRIPTOR(ts), INTERVAL 10 SECONDS)
+GROUP BY window_start, window_end;
+""")
+    # the root as a setting: spark-submit warned "Ignoring non-Spark config property: sqlwin.streaming.dir"
+    cli = Cli(tmp_path, "--conf", f"sqlwin.streaming.dir={tmp_path / 'jobs'}", "--available-now", "pipeline.sql",
+              root=False)
+    try:
+        assert cli.wait() == 1, cli.text()
+    finally:
+        cli.kill()
+    out, err = cli.text()
+    assert re.search(r"^\S+ broken_counts failed ", out, re.MULTILINE), out
+    assert (tmp_path / "jobs" / "broken_counts" / "checkpoint").is_dir() and not (tmp_path / "root").exists()
+    file = (tmp_path / "broken" / "x.parquet").as_uri()
+    lines = [x for x in err.splitlines() if not x.startswith("WARNING: Using incubator modules")]  # the JVM's
+    assert lines == ["error: line 4, col 1: streaming table broken_counts failed: [FAILED_READ_FILE.NO_HINT] "
+                     f"Encountered error while reading file {file}.", " --> pipeline.sql:4:1",
+                     "4 | CREATE STREAMING TABLE broken_counts AS", "  | ^"], err[-3000:]
+
+
 # ------------------------------------------------------------------ in this process, on the shared session
 @pytest.fixture()
 def stream(spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
@@ -233,13 +267,21 @@ def test_sigint_stops_every_table_and_the_watch_ends_with_0(spark, stream: Feede
     assert signal.getsignal(signal.SIGINT) is before  # put back
 
 
-def test_a_failing_table_ends_the_watch_with_1_and_its_error_at_the_statement(spark, stream: Feeder) -> None:
+@pytest.mark.parametrize("before", [False, True], ids=["fails_while_watched", "failed_before_the_watch"])
+def test_a_failing_table_ends_the_watch_with_1_and_its_error_at_the_statement(spark, stream: Feeder,
+                                                                              before: bool) -> None:
+    """``before``: the table failed while the script's later statements ran, before the watch began (the watch
+    returned 0, saying nothing, when no table was active any more)."""
     text = ("-- v = 0 divides by zero (ANSI) when its window fires\n"
             "CREATE STREAMING TABLE svc_bad AS SELECT window_start, window_end,\n"
             "       SUM(10 / v) AS r FROM TUMBLE(TABLE s_svc, DESCRIPTOR(ts), INTERVAL 10 SECONDS)\n"
             "GROUP BY window_start, window_end ALLOWED LATENESS INTERVAL 1 SECOND")
     sqlwin.sql(spark, text)
     stream.write([{"k": "a", "v": 0, "ts": "2024-01-01 00:00:01"}, {"k": "a", "v": 1, "ts": "2024-01-01 00:00:30"}])
+    if before:
+        with pytest.raises(SqlwinError, match=r"DIVIDE_BY_ZERO"):
+            catalog.find_table("svc_bad").process_all_available()
+        assert not catalog.find_table("svc_bad").is_active
     out_console, out, err_console, err = consoles()
     origin = service.Origin("jobs.sql", "SELECT 1;\n" + text, (1, 0))
     with service.stop_signals() as stop:
