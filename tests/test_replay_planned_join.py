@@ -169,25 +169,30 @@ def test_sides_whose_panes_may_write_no_row_are_stepped(spark, monkeypatch):
 # L's lateness is 4 s, the watermark the largest ts minus 2 s: W 0 after micro-batch 0, 5 after 1 ([0,5) joins,
 # ON_TIME, not final: L may still bring LATE panes until W 9), 18 after 2, whose a@3 is L's LATE row for [0,5) (W 5
 # in force: restated as the join's LATE pane, not final) and whose ts 20 moves W past [5,10)'s end plus the
-# lateness (its ON_TIME pane is its last, final); [20,25) joins at the end of the input, W +infinity: final too
+# lateness (its ON_TIME pane is its last, final); micro-batch 3's r@33 moves W to 31: [20,25) joins (final, 25 <=
+# 31 - 4); no side had a row of [25,30) when W passed its end, so the join never joined it, and micro-batch 4's a@28
+# is L's LATE row for it (31 < 30 + 4): the join's first pane of that window, LATE and numbered 0 (pane 0 never
+# came), not final (30 > 31 - 4); [30,35) joins at the end of the input, W +infinity: final too
 FINAL_ROWS = [("a", 1, 1, "l", 0), ("a", 0, 2, "r", 0), ("a", 2, 6, "l", 1), ("a", 0, 7, "r", 1),
-              ("a", 3, 3, "l", 2), ("a", 0, 20, "r", 2), ("a", 5, 21, "l", 2)]
+              ("a", 3, 3, "l", 2), ("a", 0, 20, "r", 2), ("a", 5, 21, "l", 2), ("a", 0, 33, "r", 3),
+              ("a", 4, 28, "l", 4)]
 FINAL_PANES = [("a", "a", 1, 1, at(0), 0, "ON_TIME", False), ("a", "a", 2, 1, at(5), 0, "ON_TIME", True),
-               ("a", "a", 4, 1, at(0), 1, "LATE", False), ("a", "a", 5, 1, at(20), 0, "ON_TIME", True)]
+               ("a", "a", 4, 1, at(0), 1, "LATE", False), ("a", "a", 5, 1, at(20), 0, "ON_TIME", True),
+               ("a", None, 4, None, at(25), 0, "LATE", False), (None, "a", None, 1, at(30), 0, "ON_TIME", True)]
 
 
 def test_a_window_join_pane_is_final_once_its_window_expires(spark, monkeypatch):
     """A window join with ALLOWED LATENESS (Beam: the window expires once the watermark passes its end plus the
     lateness, at the end of the input too): a pane the join emits then is its last, is_final, as a window
-    query's own pane is; the planned replay (its join is the live one's: windowjoin.JoinStage) against the
-    hand-worked panes of FINAL_ROWS."""
+    query's own pane is; a window first joined in a side's LATE pane numbers that pane 0; the planned replay (its
+    join is the live one's: windowjoin.JoinStage) against the hand-worked panes of FINAL_ROWS."""
     data = [(k, v, at(s), side, mb, i) for i, (k, v, s, side, mb) in enumerate(FINAL_ROWS)]
     spark.createDataFrame(data, "k string, v int, ts timestamp, side string, mb int, seq int") \
         .createOrReplaceTempView("pj_final_rows")
     sqlwin.sql(spark, "CREATE STREAM pj_final FROM TABLE pj_final_rows ARRIVAL ORDER BY seq MICRO BATCH BY mb "
                       "WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS")
     planned, late = _both(spark, monkeypatch, "pj_final", ONE_STREAM, planned_only=True)
-    assert sorted(r[:8] for r in planned) == sorted(FINAL_PANES)
+    assert sorted((r[:8] for r in planned), key=str) == sorted(FINAL_PANES, key=str)
     assert late == []
 
 

@@ -13,7 +13,8 @@ previous micro-batch's:
 - **LATE**: a side whose ALLOWED LATENESS lets a window take rows after its end emits LATE panes; each one that
   reaches the join for a window already joined joins that window again, with the latest pane of each side (so the
   LATE pane of the join restates the window's whole join, as an ACCUMULATING pane does). ``pane_index`` counts the
-  join's panes of the window.
+  join's panes of the window: a window that no side had rows of when the watermark passed its end, and that a
+  side's LATE pane brings, is joined then for the first time, its pane LATE and numbered 0.
 - **is_final**: a pane emitted where the window is forgotten (below: ``W`` past its end plus the lateness, or the
   end of the input) is its last, as a window stage's pane where its window expires (Beam's garbage collection).
 - A window is forgotten once ``W`` passes its end plus the sides' largest lateness, and the folders whose windows
@@ -219,7 +220,10 @@ class JoinStage:
             key = f"{ws},{we}"
             final = self._expires(we, watermark)
             if late:
-                index = self.released.get(key, 1)
+                # a window no side had rows of when the watermark passed its end was never joined: its first
+                # pane is LATE and numbered 0 (``pane_index`` counts the join's panes of the window, as a window
+                # stage numbers the first pane of a window whose rows all came late)
+                index = self.released.get(key, 0)
                 windows.append((ws, we, index, "LATE", final))
                 self.released[key] = index + 1
             else:
