@@ -196,3 +196,31 @@ def test_only_the_storage_layer_touches_files() -> None:
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open":
                 found.append(f"{path.name}:{node.lineno} open()")
     assert found == []
+
+
+def test_relative_paths_and_file_uris_are_this_processs(spark, tmp_path, monkeypatch) -> None:
+    """A stream's relative ``path``, a relative checkpoint (with a space) and a ``file:`` URI sink (with a
+    non-ASCII name), in a process whose working folder changed after Spark started: every folder is the one this
+    process means (Spark alone resolved a stream's relative path against its JVM's starting folder, and read
+    nothing), and the sink holds the window."""
+    work = tmp_path / "work"
+    work.mkdir()
+    jvm_folder = Path.cwd()  # where the session's JVM started (pytest's folder)
+    monkeypatch.chdir(work)
+    sink = tmp_path / "out ü"
+    sqlwin.sql(spark, "CREATE STREAM s_rel (k STRING, v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL 2 "
+                      "SECONDS) USING json OPTIONS (path 'in rel')")
+    try:
+        sqlwin.sql(spark, f"CREATE STREAMING TABLE rel_native OPTIONS (checkpoint 'ck rel/t', path 'file://{sink}') "
+                          f"AS {QUERY.format(s='s_rel')}")
+        table = catalog.find_table("rel_native")
+        Feeder(work / "in rel").feed([[{"k": "a", "v": 1, "ts": ts(1)}], [{"k": "a", "v": 2, "ts": ts(15)}]], table)
+        assert rows_of(spark.table("rel_native"), ["window_start", "k", "s", "c"]) == [(at(0), "a", 1, 1)]
+        assert table.location == str(work / "ck rel" / "t")
+    finally:
+        for table in catalog.all_tables():
+            table.stop()
+            catalog.remove_table(table.name)
+    assert sorted(p.name for p in work.iterdir() if not p.name.startswith(".")) == ["ck rel", "in rel"]
+    assert (work / "ck rel" / "t" / "checkpoint" / "commits").is_dir() and any(sink.glob("micro_batch=*"))
+    assert not (jvm_folder / "in rel").exists() and not (jvm_folder / "ck rel").exists()

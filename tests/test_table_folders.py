@@ -67,13 +67,16 @@ def test_another_query_on_a_folder_that_holds_a_querys_state_is_refused(spark, e
 
 def test_two_running_tables_cannot_share_a_folder(spark, env, tmp_path):
     """A second table whose sink ``path`` is the first's, or whose checkpoint is the first's, or lies inside the
-    first's folder: refused at its name while the first runs (two sinks would replace each other's
-    micro-batch folders; Spark would stop the first query of a checkpoint it is given again)."""
+    first's folder (as a path or a ``file:`` URI): refused at its name while the first runs (two sinks would
+    replace each other's micro-batch folders; Spark would stop the first query of a checkpoint it is given again)."""
     s, feeder, root = env
     shared = tmp_path / "out" / "shared"
     first = start(spark, f"CREATE STREAMING TABLE tf_one OPTIONS (path '{shared}') AS {QUERY.format(s=s, size=10)}")
     for options, role in ((f"path '{shared}'", "path"), (f"checkpoint '{root / 'tf_one'}'", "checkpoint"),
-                          (f"checkpoint '{root / 'tf_one' / 'inner'}'", "checkpoint")):
+                          (f"checkpoint '{root / 'tf_one' / 'inner'}'", "checkpoint"),
+                          # the same folders spelled as file: URIs (file:///x, file:/x)
+                          (f"path '{shared.as_uri()}/'", "path"),
+                          (f"checkpoint 'file:{root / 'tf_one'}'", "checkpoint")):
         with pytest.raises(SqlwinError, match=f"^line 1, col 24: streaming table tf_two: its {role} .* is also "
                                               "where the running streaming table tf_one keeps its") as info:
             sqlwin.sql(spark, f"CREATE STREAMING TABLE tf_two OPTIONS ({options}) AS {QUERY.format(s=s, size=10)}")

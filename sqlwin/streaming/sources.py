@@ -176,9 +176,12 @@ def source_dataframe(spark: Any, stream: CreateStream) -> Any:
         options.setdefault("header", "true")
     options = failing_on_malformed(stream.format, options)
     check_pattern(stream, path)
+    # a relative path is this process's (storage.qualify): Spark would resolve it against the folder its JVM
+    # started in, not the one Python works in now (a notebook's %cd, os.chdir), and read another folder
+    located = storage.qualify(path)
     if not storage.glob_characters(path):  # a pattern is no folder to make
-        storage.makedirs(path)  # a stream over a folder that does not exist yet is empty, not an error
-    return spark.readStream.format(stream.format).schema(schema_ddl(stream)).options(**options).load(path)
+        storage.makedirs(located)  # a stream over a folder that does not exist yet is empty, not an error
+    return spark.readStream.format(stream.format).schema(schema_ddl(stream)).options(**options).load(located)
 
 
 def check_pattern(stream: CreateStream, path: str) -> None:
@@ -187,7 +190,7 @@ def check_pattern(stream: CreateStream, path: str) -> None:
     than it (``in*``): refused, naming it. A pattern that names no folder is the user's glob, read as Spark reads
     it."""
     found = storage.glob_characters(path)
-    if found and storage.exists(path):
+    if found and storage.exists(storage.qualify(path)):
         raise SqlwinError.at(stream.node, f"CREATE STREAM {stream.name}: its path {path} is a folder with "
                                           f"{' '.join(found)} in its name, which Spark's file source reads as a "
                                           "glob pattern, not as that folder; rename the folder (or give a pattern "

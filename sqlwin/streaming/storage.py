@@ -73,6 +73,19 @@ def qualify(path: str) -> str:
     return str(hadoop_path.getFileSystem(_conf(jvm)).makeQualified(hadoop_path).toString())
 
 
+def place(uri: str) -> str:
+    """The folder ``uri`` names, spelled one way, so that two spellings of one folder compare equal: a local one
+    (a plain path, ``file:/x``, ``file:///x``, ``file://localhost/x``) as its absolute normalised path (what
+    ``ArrowFiles`` opens), any other as ``scheme://authority/path`` with the scheme in lower case and no doubled
+    or trailing slash. Only for comparing folders (``tablefolders``): Spark and the files keep the URI as given."""
+    if is_local(uri):
+        path = urlparse(uri).path if scheme(uri) == "file" else os.path.abspath(uri)
+        return os.path.normpath(path or "/")
+    parsed = urlparse(qualify(uri))
+    path = re.sub("/+", "/", parsed.path).rstrip("/")
+    return f"{parsed.scheme.lower()}://{parsed.netloc}{path}"
+
+
 def is_local(uri: str) -> bool:
     kind = scheme(uri)
     if kind is not None:

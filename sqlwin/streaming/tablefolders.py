@@ -82,7 +82,9 @@ def check_folders(name: str, folders: dict[str, str], at: exp.Expr | None) -> No
 
 
 def _overlap(a: str, b: str) -> bool:
-    a, b = storage.qualify(a).rstrip("/"), storage.qualify(b).rstrip("/")
+    """Whether folders ``a`` and ``b`` are one, or one holds the other, however each is spelled (``/x/ck`` and
+    ``file:///x/ck`` are one folder: compared as given, two tables started on it)."""
+    a, b = storage.place(a).rstrip("/"), storage.place(b).rstrip("/")
     return a == b or a.startswith(b + "/") or b.startswith(a + "/")
 
 
