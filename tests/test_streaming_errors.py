@@ -618,3 +618,38 @@ def test_a_view_over_a_stream_is_an_error_at_its_name(streams, stream) -> None:
     sqlwin.sql(spark, f"DROP VIEW {outer}")
     sqlwin.sql(spark, f"CREATE TEMP VIEW {outer} AS SELECT k, ts FROM {BATCH}")  # no stream: a view as any other
     assert sqlwin.sql(spark, window.format(v=outer)).count() == 2
+
+
+DATAFRAME_VIEW = ("is a view over a streaming DataFrame that sqlwin did not make (spark.readStream ... "
+                  "createOrReplaceTempView): sqlwin reads a stream declared with CREATE STREAM, whose WATERMARK says "
+                  "when its windows close; declare its source as CREATE STREAM name (columns, WATERMARK FOR ts AS ts "
+                  "- INTERVAL ...) USING format OPTIONS (...) and read that stream")
+
+
+def test_a_view_of_a_streaming_dataframe_is_an_error_at_its_name(streams) -> None:
+    """A temp view of a streaming DataFrame made with the DataFrame API (no CREATE STREAM: sqlwin knows no watermark
+    for it), or a SQL view over one, read by a window, a streaming table, plain SQL or INSERT INTO: an error at the
+    view's name saying to declare it with CREATE STREAM (a window over it was a batch query over a streaming
+    DataFrame that failed once read, plain SQL a streaming DataFrame a CLI or JDBC client could not show), before
+    Spark runs anything; a SQL view over it is made (Spark's own), and refused where it is read."""
+    spark = streams.spark
+    spark.readStream.format("rate").load().withColumnRenamed("timestamp", "ts").createOrReplaceTempView("dfv")
+    sqlwin.sql(spark, "CREATE OR REPLACE TEMP VIEW dfv_sql AS SELECT ts, value FROM dfv WHERE value > 0")
+    window = ("SELECT window_start, COUNT(*) AS c\r\nFROM TUMBLE(TABLE {v}, DESCRIPTOR(ts), INTERVAL 10 SECONDS)\r\n"
+              "GROUP BY window_start, window_end")
+    cases = [(window.format(v="dfv"), (2, 19), "dfv"),
+             (f"CREATE STREAMING TABLE t_dfv AS\n{window.format(v='dfv')}", (3, 19), "dfv"),
+             ("SELECT value\n\tFROM dfv WHERE value > 1", (2, 7), "dfv"),
+             (f"INSERT INTO {BATCH} SELECT 'x', 1, 1.0, ts FROM dfv", (1, 44), "dfv"),
+             (window.format(v="dfv_sql"), (2, 19), "dfv_sql")]
+    active = {q.id for q in spark.streams.active}
+    try:
+        for text, at, name in cases:
+            err = attempt(spark, text)
+            assert err is not None, text
+            assert ((err.line, err.col), err.message) == (at, f"{name} {DATAFRAME_VIEW}"), str(err)
+    finally:
+        spark.catalog.dropTempView("dfv_sql")
+        spark.catalog.dropTempView("dfv")
+    assert catalog.find_table("t_dfv") is None and {q.id for q in spark.streams.active} == active
+    assert spark.table(BATCH).count() == 3
