@@ -271,6 +271,9 @@ def test_what_a_streaming_table_cannot_start_from_is_an_error_at_its_name(stream
     assert str(err) == (f"line 1, col 86: {REPLAY} is a replay stream (CREATE STREAM ... FROM TABLE): a query over "
                         "it runs at once and returns every pane the live run would emit; run the query itself (or "
                         "CREATE TABLE ce_rs AS <query> to keep its panes), not as a streaming table")
+    err = attempt(spark, f"CREATE STREAMING TABLE ce_none AS\nSELECT k, v FROM {BATCH} WHERE v > 0")
+    assert str(err) == ("line 2, col 18: a streaming table's query reads a stream (CREATE STREAM); this one reads "
+                        "none: run it as a batch query")  # at the table it reads, not at its first column
     made = f"cannot make the folder {blocker}/out: "
     err = attempt(spark, f"CREATE STREAMING TABLE ce_out OPTIONS (path '{blocker}/out') AS {window.format(s=LIVE)}")
     assert str(err).startswith(f"line 1, col 24: {made}"), str(err)
@@ -323,7 +326,7 @@ def test_a_replay_is_kept_by_create_table_insert_into_and_a_temporary_view(strea
         assert str(err) == ("line 1, col 13: a view over a replay: the replay's panes are computed once, for this "
                             "session; CREATE TEMPORARY VIEW (this session) or CREATE TABLE (kept)")
         err = attempt(spark, f"CREATE TABLE kept_live AS {query.replace(REPLAY, LIVE)}")
-        assert str(err).startswith(f"line 1, col 34: this query reads the stream {LIVE}: it runs continuously")
+        assert str(err).startswith(f"line 1, col 83: this query reads the stream {LIVE}: it runs continuously")
         made = {r.viewName for r in spark.sql("SHOW VIEWS").collect()} - before - {"kept_replay_v"}
         assert len(made) == 1 and made.pop().startswith("__sqlwin_replayed_")  # the rows of the temporary view
     finally:

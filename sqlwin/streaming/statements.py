@@ -241,7 +241,9 @@ def prepare(spark: Any, text: str, plan: object) -> StreamingShape | StagedShape
         target = plan.node.this
         name = (target.this if isinstance(target, exp.Schema) else target).name
         return prepare_table(spark, name, plan, None, {}, name_node=target, insert=True, text=text)
-    raise SqlwinError.at(plan.node, f"this query reads the stream {', '.join(sorted(streams))}: it runs "
+    # at the stream the query reads (not the query, whose position is its first column's)
+    at = next((t for t in plan.node.find_all(exp.Table) if t.name.lower() in streams), plan.node)
+    raise SqlwinError.at(at, f"this query reads the stream {', '.join(sorted(streams))}: it runs "
                                     "continuously; start it with CREATE STREAMING TABLE name AS <query> (or "
                                     "INSERT INTO name <query>), or replay it over a table with CREATE STREAM ... "
                                     "FROM TABLE")
