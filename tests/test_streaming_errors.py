@@ -656,3 +656,21 @@ def test_a_view_of_a_streaming_dataframe_is_an_error_at_its_name(streams) -> Non
         spark.catalog.dropTempView("dfv")
     assert catalog.find_table("t_dfv") is None and {q.id for q in spark.streams.active} == active
     assert spark.table(BATCH).count() == 3
+
+
+def test_a_replays_failure_in_its_panes_is_at_the_users_expression(streams) -> None:
+    """A row that fails the replay's pane query (a division by zero under ANSI mode) over partial aggregates, which
+    Spark reports in sqlwin's text (``CAST(SUM(rs.__p0) AS BIGINT) DIV ...``): the error is at the user's
+    expression, as the batch statement's, in a statement with CRLF line ends, tabs and comments before it (it was
+    at the statement's start; the batch statement's position is the expectation)."""
+    spark = streams.spark
+    query = ("-- totals\r\nSELECT\twindow_start, k,\r\n\t/* zero */ SUM(v) DIV (MIN(v) - MIN(v)) AS s\r\n"
+             "FROM TUMBLE(TABLE {s}, DESCRIPTOR(ts), INTERVAL 10 SECONDS)\r\nGROUP BY window_start, window_end, k")
+    replayed = attempt(spark, query.format(s=REPLAY))
+    assert replayed is not None and (replayed.line, replayed.col) == (3, 13), str(replayed)
+    assert replayed.message.startswith("[DIVIDE_BY_ZERO] Division by zero."), str(replayed)
+    try:  # the batch statement's error, one line down (its CREATE TABLE line)
+        batch = attempt(spark, f"CREATE TABLE div_bt USING parquet AS\r\n{query.format(s=BATCH)}")
+        assert batch is not None and (batch.line, batch.col, batch.message) == (4, 13, replayed.message), str(batch)
+    finally:
+        spark.sql("DROP TABLE IF EXISTS div_bt")
