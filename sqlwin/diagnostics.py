@@ -28,7 +28,7 @@ _SUGGESTIONS = re.compile(r"(Did you mean one of the following\?\s*)\[([^\]]*)\]
 _SPARK_POS = re.compile(r";?\s*line (\d+) pos (\d+);?\s*$")
 _STRUCT_BOUND = re.compile(r"`?__w`?\.`?(start|end)`?")  # spark_groupby's window struct
 _PARAM_KEYS = ("objectName", "routineName", "relationName", "functionName", "expression", "sqlExpr",
-               "name", "fieldName", "columnName", "tableName", "viewName", "condition")
+               "name", "fieldName", "columnName", "tableName", "viewName", "condition", "ident")
 
 
 def _route_bound(micros: str) -> str:
