@@ -28,7 +28,7 @@ _SUGGESTIONS = re.compile(r"(Did you mean one of the following\?\s*)\[([^\]]*)\]
 _SPARK_POS = re.compile(r";?\s*line (\d+) pos (\d+);?\s*$")
 _STRUCT_BOUND = re.compile(r"`?__w`?\.`?(start|end)`?")  # spark_groupby's window struct
 _PARAM_KEYS = ("objectName", "routineName", "relationName", "functionName", "expression", "sqlExpr",
-               "name", "fieldName", "columnName", "tableName", "viewName", "condition")
+               "name", "fieldName", "columnName", "tableName", "viewName", "condition", "ident")
 
 
 def _route_bound(micros: str) -> str:
@@ -188,6 +188,68 @@ def locate(text: str, snippets: list[str], after: int = 0, ordinal: int = 0) -> 
     return None
 
 
+def by_shape(text: str, fragment: str) -> tuple[int, int] | None:
+    """Where in ``text`` the expression Spark failed on is, when its fragment is of SQL sqlwin rewrote and so is not
+    among the statement's tokens (a replay's or the custom path's pane query reads partial aggregates: the user's
+    ``SUM(v) DIV (MIN(v) - MIN(v))`` is ``CAST(SUM(rs.__p0) AS BIGINT) DIV (CAST(MIN(rs.__p1) AS INT) - ...)``):
+    the first expression of the statement with the fragment's shape, the casts sqlwin adds seen through and each
+    part that reads only sqlwin's columns (an aggregate's partials, a key) matching any expression. None if the
+    fragment does not parse, is all sqlwin's, or matches nothing."""
+    if not INTERNAL.search(fragment):
+        return None
+    import sqlglot
+    from sqlglot import exp
+
+    from sqlwin import dialect
+    from sqlwin.errors import position_of
+
+    try:
+        pattern = sqlglot.parse_one(fragment, read="spark")
+        statements = [n for n in dialect.parse(text) if n is not None]
+    except Exception:
+        return None
+    if _wildcard(pattern, exp):
+        return None
+    for statement in statements:
+        for node in statement.walk(bfs=False):
+            if _same_shape(pattern, node, exp):
+                line, col = position_of(node)
+                if line is not None and col is not None:
+                    return line, col
+    return None
+
+
+def _wildcard(node: Any, exp: Any) -> bool:
+    """A part of a fragment that reads only sqlwin's columns: a column, an aggregate or a cast or COALESCE of one."""
+    columns = [c.name for c in node.find_all(exp.Column)]
+    return bool(columns) and all(INTERNAL.fullmatch(c) for c in columns) and \
+        isinstance(node, (exp.Column, exp.AggFunc, exp.Cast, exp.Coalesce))
+
+
+def _same_shape(pattern: Any, node: Any, exp: Any, root: bool = True) -> bool:
+    if not root and _wildcard(pattern, exp):
+        return True
+    if isinstance(pattern, exp.Cast) and not isinstance(node, exp.Cast):  # a cast sqlwin added
+        return _same_shape(pattern.this, node, exp, root)
+    if type(pattern) is not type(node):
+        return False
+    if isinstance(pattern, exp.Column):
+        return pattern.name.lower() == node.name.lower()
+    if isinstance(pattern, (exp.Literal, exp.Identifier, exp.DataType)):
+        return pattern.sql(dialect="spark").lower() == node.sql(dialect="spark").lower()
+    for key in set(pattern.args) | set(node.args):
+        mine, theirs = pattern.args.get(key), node.args.get(key)
+        if not isinstance(mine, (exp.Expr, list)) and not isinstance(theirs, (exp.Expr, list)):
+            continue
+        mine = mine if isinstance(mine, list) else [mine] if mine is not None else []
+        theirs = theirs if isinstance(theirs, list) else [theirs] if theirs is not None else []
+        if len(mine) != len(theirs) or not all(
+                _same_shape(a, b, exp, False) if isinstance(a, exp.Expr) and isinstance(b, exp.Expr) else a == b
+                for a, b in zip(mine, theirs, strict=True)):
+            return False
+    return True
+
+
 def offset_position(text: str, offset: int) -> tuple[int, int]:
     return text.count("\n", 0, offset) + 1, offset - text.rfind("\n", 0, offset)
 
@@ -248,6 +310,8 @@ def from_spark(err: BaseException | str, text: str, generated: str | None = None
         position = _passthrough_position(text, failure.line_pos)
     if position is None:
         position = locate(text, _snippets(failure), start_offset, _ordinal(failure, generated))
+    if position is None and failure.fragment:
+        position = by_shape(text, failure.fragment)
     if position is None:
         position = after or statement_start(text)
     error = SqlwinError(message, *position)
@@ -401,8 +465,7 @@ def runtime_failure(err: BaseException | str, text: str, prefix: str = "") -> Sq
     if contexts and text and position is None:
         snippet, lead, carets = contexts[-1]
         fragment = snippet[len(lead): len(lead) + len(carets)]
-        if not INTERNAL.search(fragment):
-            position = locate(text, [fragment])
+        position = locate(text, [fragment]) if not INTERNAL.search(fragment) else by_shape(text, fragment)
     if position is None and text:
         position = statement_start(text)
     error = SqlwinError(message, *(position or (None, None)))

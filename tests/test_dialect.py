@@ -691,3 +691,15 @@ def test_stock_spark_dialect_unaffected() -> None:
     assert spark.parser_class.__name__ == "SparkParser"
     assert spark.generator_class.__name__ == "SparkGenerator"
     assert "EXPLAIN" in spark.tokenizer_class.KEYWORDS
+
+
+def test_a_comment_after_the_last_semicolon_is_no_statement() -> None:
+    """``SELECT ...; -- note`` is one statement (sqlglot keeps the trailing comment as a Semicolon tree: sqlwin.sql
+    refused it as two statements, while ``sqlwin run``, which splits scripts itself, ran it)."""
+    from sqlwin.pipeline import parse_single
+
+    text = "SELECT window_start, COUNT(*) AS n FROM TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '1' MINUTE)"
+    expected = parse_one(text)
+    for tail in (";\r\n -- note\r\n", "; /* note */", ";"):
+        assert parse_single(text + tail) == expected, tail
+    assert len(parse("SELECT 1;\n-- a\nSELECT 2; -- b")) == 2

@@ -271,6 +271,9 @@ def test_what_a_streaming_table_cannot_start_from_is_an_error_at_its_name(stream
     assert str(err) == (f"line 1, col 86: {REPLAY} is a replay stream (CREATE STREAM ... FROM TABLE): a query over "
                         "it runs at once and returns every pane the live run would emit; run the query itself (or "
                         "CREATE TABLE ce_rs AS <query> to keep its panes), not as a streaming table")
+    err = attempt(spark, f"CREATE STREAMING TABLE ce_none AS\nSELECT k, v FROM {BATCH} WHERE v > 0")
+    assert str(err) == ("line 2, col 18: a streaming table's query reads a stream (CREATE STREAM); this one reads "
+                        "none: run it as a batch query")  # at the table it reads, not at its first column
     made = f"cannot make the folder {blocker}/out: "
     err = attempt(spark, f"CREATE STREAMING TABLE ce_out OPTIONS (path '{blocker}/out') AS {window.format(s=LIVE)}")
     assert str(err).startswith(f"line 1, col 24: {made}"), str(err)
@@ -323,7 +326,7 @@ def test_a_replay_is_kept_by_create_table_insert_into_and_a_temporary_view(strea
         assert str(err) == ("line 1, col 13: a view over a replay: the replay's panes are computed once, for this "
                             "session; CREATE TEMPORARY VIEW (this session) or CREATE TABLE (kept)")
         err = attempt(spark, f"CREATE TABLE kept_live AS {query.replace(REPLAY, LIVE)}")
-        assert str(err).startswith(f"line 1, col 34: this query reads the stream {LIVE}: it runs continuously")
+        assert str(err).startswith(f"line 1, col 83: this query reads the stream {LIVE}: it runs continuously")
         made = {r.viewName for r in spark.sql("SHOW VIEWS").collect()} - before - {"kept_replay_v"}
         assert len(made) == 1 and made.pop().startswith("__sqlwin_replayed_")  # the rows of the temporary view
     finally:
@@ -618,3 +621,56 @@ def test_a_view_over_a_stream_is_an_error_at_its_name(streams, stream) -> None:
     sqlwin.sql(spark, f"DROP VIEW {outer}")
     sqlwin.sql(spark, f"CREATE TEMP VIEW {outer} AS SELECT k, ts FROM {BATCH}")  # no stream: a view as any other
     assert sqlwin.sql(spark, window.format(v=outer)).count() == 2
+
+
+DATAFRAME_VIEW = ("is a view over a streaming DataFrame that sqlwin did not make (spark.readStream ... "
+                  "createOrReplaceTempView): sqlwin reads a stream declared with CREATE STREAM, whose WATERMARK says "
+                  "when its windows close; declare its source as CREATE STREAM name (columns, WATERMARK FOR ts AS ts "
+                  "- INTERVAL ...) USING format OPTIONS (...) and read that stream")
+
+
+def test_a_view_of_a_streaming_dataframe_is_an_error_at_its_name(streams) -> None:
+    """A temp view of a streaming DataFrame made with the DataFrame API (no CREATE STREAM: sqlwin knows no watermark
+    for it), or a SQL view over one, read by a window, a streaming table, plain SQL or INSERT INTO: an error at the
+    view's name saying to declare it with CREATE STREAM (a window over it was a batch query over a streaming
+    DataFrame that failed once read, plain SQL a streaming DataFrame a CLI or JDBC client could not show), before
+    Spark runs anything; a SQL view over it is made (Spark's own), and refused where it is read."""
+    spark = streams.spark
+    spark.readStream.format("rate").load().withColumnRenamed("timestamp", "ts").createOrReplaceTempView("dfv")
+    sqlwin.sql(spark, "CREATE OR REPLACE TEMP VIEW dfv_sql AS SELECT ts, value FROM dfv WHERE value > 0")
+    window = ("SELECT window_start, COUNT(*) AS c\r\nFROM TUMBLE(TABLE {v}, DESCRIPTOR(ts), INTERVAL 10 SECONDS)\r\n"
+              "GROUP BY window_start, window_end")
+    cases = [(window.format(v="dfv"), (2, 19), "dfv"),
+             (f"CREATE STREAMING TABLE t_dfv AS\n{window.format(v='dfv')}", (3, 19), "dfv"),
+             ("SELECT value\n\tFROM dfv WHERE value > 1", (2, 7), "dfv"),
+             (f"INSERT INTO {BATCH} SELECT 'x', 1, 1.0, ts FROM dfv", (1, 44), "dfv"),
+             (window.format(v="dfv_sql"), (2, 19), "dfv_sql")]
+    active = {q.id for q in spark.streams.active}
+    try:
+        for text, at, name in cases:
+            err = attempt(spark, text)
+            assert err is not None, text
+            assert ((err.line, err.col), err.message) == (at, f"{name} {DATAFRAME_VIEW}"), str(err)
+    finally:
+        spark.catalog.dropTempView("dfv_sql")
+        spark.catalog.dropTempView("dfv")
+    assert catalog.find_table("t_dfv") is None and {q.id for q in spark.streams.active} == active
+    assert spark.table(BATCH).count() == 3
+
+
+def test_a_replays_failure_in_its_panes_is_at_the_users_expression(streams) -> None:
+    """A row that fails the replay's pane query (a division by zero under ANSI mode) over partial aggregates, which
+    Spark reports in sqlwin's text (``CAST(SUM(rs.__p0) AS BIGINT) DIV ...``): the error is at the user's
+    expression, as the batch statement's, in a statement with CRLF line ends, tabs and comments before it (it was
+    at the statement's start; the batch statement's position is the expectation)."""
+    spark = streams.spark
+    query = ("-- totals\r\nSELECT\twindow_start, k,\r\n\t/* zero */ SUM(v) DIV (MIN(v) - MIN(v)) AS s\r\n"
+             "FROM TUMBLE(TABLE {s}, DESCRIPTOR(ts), INTERVAL 10 SECONDS)\r\nGROUP BY window_start, window_end, k")
+    replayed = attempt(spark, query.format(s=REPLAY))
+    assert replayed is not None and (replayed.line, replayed.col) == (3, 13), str(replayed)
+    assert replayed.message.startswith("[DIVIDE_BY_ZERO] Division by zero."), str(replayed)
+    try:  # the batch statement's error, one line down (its CREATE TABLE line)
+        batch = attempt(spark, f"CREATE TABLE div_bt USING parquet AS\r\n{query.format(s=BATCH)}")
+        assert batch is not None and (batch.line, batch.col, batch.message) == (4, 13, replayed.message), str(batch)
+    finally:
+        spark.sql("DROP TABLE IF EXISTS div_bt")

@@ -85,7 +85,9 @@ def parse(text: str) -> list[exp.Expr]:
         raise _token_error(text, e) from None
     except SqlglotError as e:
         raise SqlwinError(str(e)) from None
-    return [tree for tree in trees if tree is not None]
+    # a comment after the last ';' is kept by sqlglot as a Semicolon tree: no statement (sqlwin.sql refused
+    # 'SELECT ...; -- note' as two statements while the CLI, which splits scripts itself, ran it)
+    return [tree for tree in trees if tree is not None and not isinstance(tree, exp.Semicolon)]
 
 
 def parse_one(text: str) -> exp.Expr:

@@ -117,8 +117,9 @@ def analyse(query: WindowedQuery, streams: dict[str, CreateStream | CreateReplay
     tables = [t for t in node.find_all(exp.Table) if t.name.lower() in streams]
     names = sorted({t.name.lower() for t in tables})
     read = [streams[n] for n in names]
-    if not read:
-        raise SqlwinError.at(node.expression if isinstance(node, exp.Insert) else node,
+    if not read:  # at the first table it reads (a query's own position is its first column's)
+        body = node.expression if isinstance(node, exp.Insert) else node
+        raise SqlwinError.at(next(body.find_all(exp.Table), body),
                              "a streaming table's query reads a stream (CREATE STREAM); this one reads none: run it "
                              "as a batch query")
     if len(read) > 1 and any(isinstance(r, CreateReplayStream) for r in read):
@@ -181,20 +182,23 @@ def analyse(query: WindowedQuery, streams: dict[str, CreateStream | CreateReplay
     aggregated = group is not None or any(
         a.find_ancestor(exp.Window) is None for a in carrier.find_all(exp.AggFunc))
     keys: list[exp.Expr] = []
+    # a wrong or missing GROUP BY is pointed at: its keys, else the first aggregate (not the SELECT's first column)
+    grouping = group or next((a for a in carrier.find_all(exp.AggFunc) if a.find_ancestor(exp.Window) is None),
+                             carrier)
     if aggregated:
         grouped = list(group.expressions) if group is not None else []
         bounds = {window_bound(g, alias) for g in grouped} - {None}
         if window is not None and not set(WINDOW_BOUNDS) <= bounds:
-            raise SqlwinError.at(group or carrier, "a streaming window aggregation must GROUP BY window_start, "
-                                                   "window_end (and its keys), as in Flink")
+            raise SqlwinError.at(grouping, "a streaming window aggregation must GROUP BY window_start, "
+                                           "window_end (and its keys), as in Flink")
         keys = [g for g in grouped if window_bound(g, alias) is None]
         if window is not None and window.kind is WindowKind.SESSION:
             names = sorted(k.name.lower() for k in keys if isinstance(k, exp.Column))
             if len(names) != len(keys) or names != sorted(p.lower() for p in window.partition_by):
-                raise SqlwinError.at(group or carrier, "a streaming SESSION aggregation groups by window_start, "
-                                                       "window_end and exactly the SESSION's PARTITION BY columns")
+                raise SqlwinError.at(grouping, "a streaming SESSION aggregation groups by window_start, "
+                                               "window_end and exactly the SESSION's PARTITION BY columns")
     elif window is not None and query.emit.explicit:
-        raise SqlwinError.at(carrier, "EMIT applies to an aggregation")
+        raise SqlwinError.at(carrier.args.get("emit") or carrier, "EMIT applies to an aggregation")
     elif window is not None and window.kind is WindowKind.SESSION:
         raise SqlwinError.at(window.node, "in a streaming query, SESSION windows feed an aggregation "
                                           "(GROUP BY window_start, window_end and the PARTITION BY columns)")

@@ -46,12 +46,33 @@ def refuse_stream_views(spark: Any, node: exp.Expr) -> None:
     streaming DataFrame (a live stream: it fails once read) or over the replayed table (a replay: no late rows,
     one pane): the stream has to be named in the query itself."""
     for table in session_tables(node):
+        if catalog.find_stream(spark, table.name) is not None:
+            continue
         stream = catalog.stream_behind_view(spark, table.name)
-        if stream is not None and catalog.find_stream(spark, table.name) is None:
+        if stream is not None:
             raise SqlwinError.at(table, f"{table.name} is a view over the stream {stream}: sqlwin reads a stream "
                                         f"(its watermark, its arrival order) only where a query names it; write "
                                         f"the view's query in its place, as in TUMBLE(TABLE (SELECT ... FROM "
                                         f"{stream}), DESCRIPTOR(...), ...)")
+        if is_streaming_view(spark, table.name):
+            raise SqlwinError.at(table, f"{table.name} is a view over a streaming DataFrame that sqlwin did not "
+                                        f"make (spark.readStream ... createOrReplaceTempView): sqlwin reads a stream "
+                                        f"declared with CREATE STREAM, whose WATERMARK says when its windows "
+                                        f"close; declare its source as CREATE STREAM name (columns, WATERMARK FOR "
+                                        f"ts AS ts - INTERVAL ...) USING format OPTIONS (...) and read that stream")
+
+
+def is_streaming_view(spark: Any, name: str) -> bool:
+    """Whether the table or view ``name`` reads a streaming source (Spark analyses it, nothing is read): a view
+    the user made of a streaming DataFrame (``spark.readStream``), or a SQL view over one. sqlwin knows no
+    watermark for it, so a window over it would be a batch query over a streaming DataFrame (which Spark refuses
+    once read, or with its own error in sqlwin's generated SQL), and plain SQL the same DataFrame."""
+    if not name:
+        return False
+    try:
+        return bool(spark.table(exp.to_identifier(name).sql(dialect="spark")).isStreaming)
+    except Exception:  # no such table (a name Spark reports itself), or one it cannot read
+        return False
 
 
 def is_streaming(spark: Any, plan: object) -> bool:
@@ -64,8 +85,10 @@ def check_plain_query(spark: Any, plan: object) -> None:
     """Plain Spark SQL (nothing of sqlwin's in it: Spark would run it as written) whose query reads a stream:
     with neither a window TVF nor EMIT it has no streaming meaning (README, Limits), and Spark would answer it
     with the replayed table's rows as a batch, or with a streaming DataFrame that fails once read. An error at
-    the stream's name instead, saying what to write. Names a CTE of the statement takes are not streams."""
-    if not isinstance(plan, st.Passthrough) or plan.node is None or not catalog.session_streams(spark):
+    the stream's name instead, saying what to write. Names a CTE of the statement takes are not streams. A view
+    over a streaming DataFrame made outside sqlwin is refused too (``refuse_stream_views``), in a session with no
+    stream of sqlwin's as well."""
+    if not isinstance(plan, st.Passthrough) or plan.node is None:
         return
     check_plain_node(spark, plan.node)
 
@@ -218,7 +241,9 @@ def prepare(spark: Any, text: str, plan: object) -> StreamingShape | StagedShape
         target = plan.node.this
         name = (target.this if isinstance(target, exp.Schema) else target).name
         return prepare_table(spark, name, plan, None, {}, name_node=target, insert=True, text=text)
-    raise SqlwinError.at(plan.node, f"this query reads the stream {', '.join(sorted(streams))}: it runs "
+    # at the stream the query reads (not the query, whose position is its first column's)
+    at = next((t for t in plan.node.find_all(exp.Table) if t.name.lower() in streams), plan.node)
+    raise SqlwinError.at(at, f"this query reads the stream {', '.join(sorted(streams))}: it runs "
                                     "continuously; start it with CREATE STREAMING TABLE name AS <query> (or "
                                     "INSERT INTO name <query>), or replay it over a table with CREATE STREAM ... "
                                     "FROM TABLE")
