@@ -216,6 +216,20 @@ def test_native_path_default_emission(spark, env):
     assert sqlwin.sql(spark, "SHOW STREAMING TABLES").collect()[0].status == "stopped"
 
 
+def test_rows_a_where_filters_out_still_move_the_watermark(spark, env):
+    """GRAMMAR 3: the watermark is the largest time the stream brought, whatever the query keeps of its rows. Spark
+    pushes a filter that does not read the time column below ``withWatermark``, so on the native path the rows a
+    WHERE removes would not move it (measured: window [10, 20) never fired); such a query runs on the custom path."""
+    s, feeder = env
+    table = start(spark, f"""CREATE STREAMING TABLE where_out AS
+        SELECT window_start, k, SUM(v) AS s FROM TUMBLE(TABLE (SELECT * FROM {s} WHERE v > 0), DESCRIPTOR(ts),
+        INTERVAL 10 SECONDS) GROUP BY window_start, window_end, k""")
+    # W -> 10 fires [0, 10); z (v = 0, filtered out) moves W to 98, which fires [10, 20)
+    feeder.feed([[row("a", 1, 1), row("b", 2, 12)], [row("z", 0, 100)]], table)
+    assert rows_of(spark.table("where_out"), ["window_start", "k", "s"]) == [(at(0), "a", 1), (at(10), "b", 2)]
+    assert (table.path, table.why) == ("custom", "a WHERE or JOIN over the stream's rows")
+
+
 def test_native_sql_reads_every_bound_from_the_window_struct(spark):
     """The native path groups by window()'s struct and reads window_start/end/time from it in the SELECT list,
     HAVING and ORDER BY (not inside aggregates, which read the rows): over a table, its SQL returns the batch

@@ -274,6 +274,13 @@ def choose_path(shape: StreamingShape) -> tuple[str, str]:
         reasons.append("a query around the aggregation")
     if top.args.get("order") is not None:  # Spark cannot sort a streaming aggregation in append mode
         reasons.append("ORDER BY")
+    filters = [w for w in top.find_all(exp.Where) if not isinstance(w.parent, exp.Filter)]  # not SUM(v) FILTER
+    if filters or top.find(exp.Join) is not None:
+        # Spark's optimizer pushes a filter that does not read the watermark column below withWatermark (and a
+        # join's inferred IS NOT NULL on its keys): the rows it removes would no longer move the watermark, where
+        # GRAMMAR 3's watermark is the largest time the stream brought (measured: WHERE v > 0 held a native
+        # table's watermark back and never fired a window that the custom path fired)
+        reasons.append("a WHERE or JOIN over the stream's rows")
     if reasons:
         return "custom", ", ".join(reasons)
     return "native", "Spark's streaming aggregation in append mode"
