@@ -130,3 +130,49 @@ def test_keys_compare_names_as_spark_does(a: str, b: str, same: bool) -> None:
     from sqlwin.planner.grouping import alike
 
     assert alike(dialect.parse_one(a), dialect.parse_one(b)) is same
+
+
+SIDES = {n: plan_statement(dialect.parse_one(
+    f"CREATE STREAM {n} (k STRING, v BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '2' SECONDS) "
+    "USING parquet OPTIONS (path '/nowhere')"), None) for n in ("l", "r")}
+JOIN = ("SELECT L.window_start AS ws, L.window_end AS we, L.k, L.c, R.c AS rc FROM (SELECT window_start, window_end, "
+        "k, COUNT(*) AS c FROM TUMBLE(TABLE l, DESCRIPTOR(ts), INTERVAL 10 SECONDS) GROUP BY window_start, window_end, "
+        "k) L JOIN (SELECT window_start, window_end, k, COUNT(*) AS c FROM TUMBLE(TABLE r, DESCRIPTOR(ts), INTERVAL "
+        "10 SECONDS) GROUP BY window_start, window_end, k) R ON L.window_start = R.window_start AND L.window_end = "
+        "R.window_end AND L.k = R.k")
+JOINED_BY_K = JOIN.replace("SELECT L.window_start AS ws, L.window_end AS we, L.k, L.c, R.c AS rc", "SELECT L.k, "
+                           "SUM(L.c) AS n")
+
+
+@pytest.mark.parametrize(("text", "message", "col"), [
+    (f"SELECT COUNT(*) AS n FROM ({JOIN}) j", "an aggregation over a window join must GROUP BY", 8),
+    (f"SELECT k, SUM(c) AS n FROM ({JOIN}) j GROUP BY k", "an aggregation over a window join must GROUP BY",
+     len(f"SELECT k, SUM(c) AS n FROM ({JOIN}) j GROUP BY ") + 1),  # at its first key
+    (f"{JOINED_BY_K} GROUP BY L.k", "an aggregation over a window join must GROUP BY", len(JOINED_BY_K) + 13),
+    (f"SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY c) AS rn FROM ({JOIN}) j",
+     "a window function over a window join must PARTITION BY window_start, window_end", 11),
+    (f"SELECT DISTINCT k FROM ({JOIN}) j", "SELECT DISTINCT over a window join must select window_start", 17),
+])
+def test_what_combines_a_window_joins_rows_keeps_its_windows_apart(text: str, message: str, col: int) -> None:
+    """A window join's rows come per window as the window fires (as a window aggregation's panes do), so what
+    combines them across windows would combine only the windows joined in the same micro-batch, not give the batch
+    answer: refused at the aggregation, the OVER or the DISTINCT (Spark failed the first with MISSING_GROUP_BY on
+    the pane columns sqlwin adds; the others ran, per micro-batch)."""
+    from sqlwin.streaming.stages import analyse_query
+
+    with pytest.raises(SqlwinError, match=message) as info:
+        analyse_query(plan_statement(dialect.parse_one(text), None), SIDES, text)
+    assert (info.value.line, info.value.col) == (1, col)
+
+
+@pytest.mark.parametrize("text", [
+    f"SELECT ws, we, SUM(c) AS n FROM ({JOIN}) j GROUP BY ws, we",
+    JOIN.replace("SELECT L.window_start AS ws, L.window_end AS we, L.k, L.c, R.c AS rc",
+                 "SELECT L.window_start, R.window_end, SUM(L.c) AS n") + " GROUP BY L.window_start, R.window_end",
+    f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY ws, we ORDER BY c DESC) AS rn FROM ({JOIN}) j) "
+    "WHERE rn <= 2",
+])
+def test_what_keeps_a_window_joins_windows_apart_runs(text: str) -> None:
+    from sqlwin.streaming.stages import StagedShape, analyse_query
+
+    assert isinstance(analyse_query(plan_statement(dialect.parse_one(text), None), SIDES, text), StagedShape)

@@ -275,7 +275,7 @@ def choose_path(shape: StreamingShape) -> tuple[str, str]:
     if top.args.get("order") is not None:  # Spark cannot sort a streaming aggregation in append mode
         reasons.append("ORDER BY")
     filters = [w for w in top.find_all(exp.Where) if not isinstance(w.parent, exp.Filter)]  # not SUM(v) FILTER
-    if filters or top.find(exp.Join) is not None:
+    if shape.carrier is top and (filters or top.find(exp.Join) is not None):
         # Spark's optimizer pushes a filter that does not read the watermark column below withWatermark (and a
         # join's inferred IS NOT NULL on its keys): the rows it removes would no longer move the watermark, where
         # GRAMMAR 3's watermark is the largest time the stream brought (measured: WHERE v > 0 held a native
@@ -334,32 +334,53 @@ def _keep_windows_apart(carrier: exp.Select, tvf: exp.Expr, aggregated: bool) ->
     (the carrier's own GROUP BY is checked with the aggregation). An aggregation that nests the window
     aggregation and keeps windows apart is refused too: its panes would need pane columns of their own."""
     bounds = {b: b for b in WINDOW_BOUNDS}  # name in scope -> the window bound it carries
+    inner = "the window aggregation" if aggregated else "the windowed rows"
     for select in (a for a in ancestors(tvf) if isinstance(a, exp.Select)):
-        for over in _own(select, exp.Window):
-            if not _keeps_apart(over.args.get("partition_by") or [], bounds):
-                raise SqlwinError.at(over, "in a streaming query a window function over the windowed rows must "
-                                           "PARTITION BY window_start, window_end (as Flink's window Top-N): its "
-                                           "panes are computed as windows fire, so across windows it would rank "
-                                           "only the windows that fire together")
-        if select.args.get("distinct") and not any(is_star(e) for e in select.expressions) and \
-                not _keeps_apart(select.expressions, bounds):
-            raise SqlwinError.at(select, "in a streaming query SELECT DISTINCT over the windowed rows must select "
-                                         "window_start and window_end: rows are emitted per window as it fires")
-        group = select.args.get("group")
-        aggregates = [a for a in _own(select, exp.AggFunc) if a.find_ancestor(exp.Window) is None]
-        if select is not carrier and (group is not None or aggregates):
-            where = group or aggregates[0]
-            inner = "the window aggregation" if aggregated else "the windowed rows"
-            if not _keeps_apart(group.expressions if group else [], bounds):
-                raise SqlwinError.at(where, f"in a streaming query an aggregation over {inner} must GROUP BY "
-                                            "window_start, window_end: its panes are computed as windows fire, so "
-                                            "across windows it would combine only the windows that fire together")
+        where = _combines_windows(select, bounds, "the windowed rows", inner, aggregation=select is not carrier)
+        if where is not None:
             instead = ("compute it in a CTE joined back to the window aggregation on window_start, window_end (as "
                        "Nexmark q5 does), or over the streaming table") if aggregated else \
                 ("aggregate in the SELECT that reads the window TVF (its WHERE can filter the rows first)")
             raise SqlwinError.at(where, f"an aggregation around {inner} does not run in streaming queries in this "
                                         f"version of sqlwin: {instead}")
         bounds = bounds_out(select, bounds)
+
+
+def keep_joined_windows_apart(join: exp.Select, bounds: dict[str, str]) -> None:
+    """``_keep_windows_apart`` for the SELECT of a window join and those around it (``bounds``: the sides' names
+    in scope for the window bounds): the join's rows come per window as it fires, so an aggregation, DISTINCT
+    or OVER must keep windows apart, or it would combine only the windows joined together (an aggregation that
+    does runs: its panes are the join's)."""
+    for select in (join, *(a for a in ancestors(join) if isinstance(a, exp.Select))):
+        _combines_windows(select, bounds, "a window join", "a window join", aggregation=True)
+        bounds = bounds_out(select, bounds)
+
+
+def _combines_windows(select: exp.Select, bounds: dict[str, str], rows: str, inner: str,
+                      aggregation: bool) -> exp.Expr | None:
+    """Refuses a window function or a DISTINCT over ``rows``, or (``aggregation``) an aggregation over ``inner``,
+    of ``select`` itself that does not keep the windows of ``bounds`` apart; returns where an aggregation that
+    keeps them apart is (or None)."""
+    for over in _own(select, exp.Window):
+        if not _keeps_apart(over.args.get("partition_by") or [], bounds):
+            raise SqlwinError.at(over, f"in a streaming query a window function over {rows} must PARTITION BY "
+                                       "window_start, window_end (as Flink's window Top-N): its panes are computed "
+                                       "as windows fire, so across windows it would rank only the windows that fire "
+                                       "together")
+    if select.args.get("distinct") and not any(is_star(e) for e in select.expressions) and \
+            not _keeps_apart(select.expressions, bounds):
+        raise SqlwinError.at(select, f"in a streaming query SELECT DISTINCT over {rows} must select window_start "
+                                     "and window_end: rows are emitted per window as it fires")
+    group = select.args.get("group")
+    aggregates = [a for a in _own(select, exp.AggFunc) if a.find_ancestor(exp.Window) is None]
+    if not aggregation or (group is None and not aggregates):
+        return None
+    where = group or aggregates[0]
+    if not _keeps_apart(group.expressions if group else [], bounds):
+        raise SqlwinError.at(where, f"in a streaming query an aggregation over {inner} must GROUP BY "
+                                    "window_start, window_end: its panes are computed as windows fire, so "
+                                    "across windows it would combine only the windows that fire together")
+    return where
 
 
 def _own(select: exp.Select, kind: type) -> list:

@@ -41,6 +41,7 @@ from sqlwin.streaming.shape import (
     bounds_through,
     in_from,
     is_star,
+    keep_joined_windows_apart,
     refuse_result_limit,
     top_select,
     within,
@@ -262,6 +263,7 @@ class _Builder:
             joined = next((n for n, r in enumerate(relations) if r is join.this), -1)
             partners[aliases[joined]] = aliases[1 - joined] if ranged is not None else \
                 aliases[_check_on(join, aliases, bounds, joined)]
+        keep_joined_windows_apart(select, {name: bound for found in bounds for name, bound in found.items()})
         ranked = as_window_rank(self.query, self.specs, self.carriers, tops, select, relations) \
             if len(tops) == 2 and ranged is None else None
         if ranked is not None:  # the rows of a window at its own MAX / MIN: one window operator, not a join
