@@ -140,6 +140,9 @@ JOIN = ("SELECT L.window_start AS ws, L.window_end AS we, L.k, L.c, R.c AS rc FR
         "k) L JOIN (SELECT window_start, window_end, k, COUNT(*) AS c FROM TUMBLE(TABLE r, DESCRIPTOR(ts), INTERVAL "
         "10 SECONDS) GROUP BY window_start, window_end, k) R ON L.window_start = R.window_start AND L.window_end = "
         "R.window_end AND L.k = R.k")
+FULL = JOIN.replace("L.window_start AS ws", "COALESCE(L.window_start, R.window_start) AS w").replace(" JOIN ",
+                                                                                                   " FULL JOIN ")
+CUMULATED = JOIN.replace("TUMBLE", "CUMULATE").replace("10 SECONDS)", "5 SECONDS, INTERVAL 10 SECONDS)")
 JOINED_BY_K = JOIN.replace("SELECT L.window_start AS ws, L.window_end AS we, L.k, L.c, R.c AS rc", "SELECT L.k, "
                            "SUM(L.c) AS n")
 
@@ -152,6 +155,9 @@ JOINED_BY_K = JOIN.replace("SELECT L.window_start AS ws, L.window_end AS we, L.k
     (f"SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY c) AS rn FROM ({JOIN}) j",
      "a window function over a window join must PARTITION BY window_start, window_end", 11),
     (f"SELECT DISTINCT k FROM ({JOIN}) j", "SELECT DISTINCT over a window join must select window_start", 17),
+    # a CUMULATE's windows share their start: the start alone does not name one
+    (f"SELECT ws, SUM(c) AS n FROM ({CUMULATED}) j GROUP BY ws", "an aggregation over a window join must GROUP BY",
+     None),
 ])
 def test_what_combines_a_window_joins_rows_keeps_its_windows_apart(text: str, message: str, col: int) -> None:
     """A window join's rows come per window as the window fires (as a window aggregation's panes do), so what
@@ -162,7 +168,7 @@ def test_what_combines_a_window_joins_rows_keeps_its_windows_apart(text: str, me
 
     with pytest.raises(SqlwinError, match=message) as info:
         analyse_query(plan_statement(dialect.parse_one(text), None), SIDES, text)
-    assert (info.value.line, info.value.col) == (1, col)
+    assert (info.value.line, info.value.col) == (1, col or text.rindex("GROUP BY ws") + 10)
 
 
 @pytest.mark.parametrize("text", [
@@ -171,6 +177,9 @@ def test_what_combines_a_window_joins_rows_keeps_its_windows_apart(text: str, me
                  "SELECT L.window_start, R.window_end, SUM(L.c) AS n") + " GROUP BY L.window_start, R.window_end",
     f"SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY ws, we ORDER BY c DESC) AS rn FROM ({JOIN}) j) "
     "WHERE rn <= 2",
+    # one bound names a TUMBLE's window, and a FULL join's COALESCE of the sides' bounds is that bound
+    f"SELECT ws, SUM(c) AS n FROM ({JOIN}) j GROUP BY ws",
+    f"SELECT *, ROW_NUMBER() OVER (PARTITION BY w ORDER BY c) AS rn FROM ({FULL}) j",
 ])
 def test_what_keeps_a_window_joins_windows_apart_runs(text: str) -> None:
     from sqlwin.streaming.stages import StagedShape, analyse_query

@@ -18,6 +18,7 @@ replaced by a relation holding, per fired pane, its rows (or one empty row for a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import reduce
 from typing import Any
@@ -336,7 +337,8 @@ def _keep_windows_apart(carrier: exp.Select, tvf: exp.Expr, aggregated: bool) ->
     bounds = {b: b for b in WINDOW_BOUNDS}  # name in scope -> the window bound it carries
     inner = "the window aggregation" if aggregated else "the windowed rows"
     for select in (a for a in ancestors(tvf) if isinstance(a, exp.Select)):
-        where = _combines_windows(select, bounds, "the windowed rows", inner, aggregation=select is not carrier)
+        where = _combines_windows(select, bounds, "the windowed rows", inner, aggregation=select is not carrier,
+                                  apart=lambda expressions, bounds=bounds: _keeps_apart(expressions, bounds))
         if where is not None:
             instead = ("compute it in a CTE joined back to the window aggregation on window_start, window_end (as "
                        "Nexmark q5 does), or over the streaming table") if aggregated else \
@@ -346,29 +348,39 @@ def _keep_windows_apart(carrier: exp.Select, tvf: exp.Expr, aggregated: bool) ->
         bounds = bounds_out(select, bounds)
 
 
-def keep_joined_windows_apart(join: exp.Select, bounds: dict[str, str]) -> None:
+def keep_joined_windows_apart(join: exp.Select, bounds: dict[str, str], kind: WindowKind) -> None:
     """``_keep_windows_apart`` for the SELECT of a window join and those around it (``bounds``: the sides' names
-    in scope for the window bounds): the join's rows come per window as it fires, so an aggregation, DISTINCT
-    or OVER must keep windows apart, or it would combine only the windows joined together (an aggregation that
-    does runs: its panes are the join's)."""
+    in scope for the window bounds, ``kind`` the windows joined): the join's rows come per window as it fires, so
+    an aggregation, DISTINCT or OVER must keep windows apart, or it would combine only the windows joined
+    together (an aggregation that does runs: its panes are the join's). One bound keeps them apart where it
+    alone names a window (either of a TUMBLE's or HOP's, a CUMULATE's end), as a FULL join's
+    ``COALESCE(L.window_start, R.window_start)`` often is all a query passes on."""
+    alone = {WindowKind.TUMBLE: set(WINDOW_BOUNDS), WindowKind.HOP: set(WINDOW_BOUNDS),
+             WindowKind.CUMULATE: {"window_end"}}.get(kind, set())
     for select in (join, *(a for a in ancestors(join) if isinstance(a, exp.Select))):
-        _combines_windows(select, bounds, "a window join", "a window join", aggregation=True)
+        named = bounds
+
+        def apart(expressions: list, named: dict[str, str] = named) -> bool:
+            found = {named.get(e.unalias().name.lower()) for e in expressions if isinstance(e.unalias(), exp.Column)}
+            return set(WINDOW_BOUNDS) <= found or bool(found & alone)
+
+        _combines_windows(select, bounds, "a window join", "a window join", aggregation=True, apart=apart)
         bounds = bounds_out(select, bounds)
 
 
-def _combines_windows(select: exp.Select, bounds: dict[str, str], rows: str, inner: str,
-                      aggregation: bool) -> exp.Expr | None:
+def _combines_windows(select: exp.Select, bounds: dict[str, str], rows: str, inner: str, aggregation: bool,
+                      apart: Callable[[list], bool]) -> exp.Expr | None:
     """Refuses a window function or a DISTINCT over ``rows``, or (``aggregation``) an aggregation over ``inner``,
     of ``select`` itself that does not keep the windows of ``bounds`` apart; returns where an aggregation that
     keeps them apart is (or None)."""
     for over in _own(select, exp.Window):
-        if not _keeps_apart(over.args.get("partition_by") or [], bounds):
+        if not apart(over.args.get("partition_by") or []):
             raise SqlwinError.at(over, f"in a streaming query a window function over {rows} must PARTITION BY "
                                        "window_start, window_end (as Flink's window Top-N): its panes are computed "
                                        "as windows fire, so across windows it would rank only the windows that fire "
                                        "together")
     if select.args.get("distinct") and not any(is_star(e) for e in select.expressions) and \
-            not _keeps_apart(select.expressions, bounds):
+            not apart(select.expressions):
         raise SqlwinError.at(select, f"in a streaming query SELECT DISTINCT over {rows} must select window_start "
                                      "and window_end: rows are emitted per window as it fires")
     group = select.args.get("group")
@@ -376,7 +388,7 @@ def _combines_windows(select: exp.Select, bounds: dict[str, str], rows: str, inn
     if not aggregation or (group is None and not aggregates):
         return None
     where = group or aggregates[0]
-    if not _keeps_apart(group.expressions if group else [], bounds):
+    if not apart(group.expressions if group else []):
         raise SqlwinError.at(where, f"in a streaming query an aggregation over {inner} must GROUP BY "
                                     "window_start, window_end: its panes are computed as windows fire, so "
                                     "across windows it would combine only the windows that fire together")
@@ -402,10 +414,16 @@ def bounds_out(select: exp.Select, bounds: dict[str, str]) -> dict[str, str]:
     """The names under which ``select`` passes the window bounds on to the query around it."""
     out: dict[str, str] = {}
     for e in select.expressions:
+        value = e.unalias()
         if is_star(e):
             out.update(bounds)
-        elif isinstance(e.unalias(), exp.Column) and e.unalias().name.lower() in bounds:
-            out[e.alias_or_name.lower()] = bounds[e.unalias().name.lower()]
+        elif isinstance(value, exp.Column) and value.name.lower() in bounds:
+            out[e.alias_or_name.lower()] = bounds[value.name.lower()]
+        elif isinstance(value, exp.Coalesce) and isinstance(e, exp.Alias):  # a FULL join's COALESCE(L.ws, R.ws)
+            parts = [value.this, *value.expressions]
+            found = {bounds.get(p.name.lower()) if isinstance(p, exp.Column) else None for p in parts}
+            if len(found) == 1 and None not in found:
+                out[e.alias_or_name.lower()] = found.pop()
     return out
 
 

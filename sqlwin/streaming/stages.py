@@ -263,7 +263,8 @@ class _Builder:
             joined = next((n for n, r in enumerate(relations) if r is join.this), -1)
             partners[aliases[joined]] = aliases[1 - joined] if ranged is not None else \
                 aliases[_check_on(join, aliases, bounds, joined)]
-        keep_joined_windows_apart(select, {name: bound for found in bounds for name, bound in found.items()})
+        keep_joined_windows_apart(select, {name: bound for found in bounds for name, bound in found.items()},
+                                  (ranged.spec if ranged is not None else first).kind)
         ranked = as_window_rank(self.query, self.specs, self.carriers, tops, select, relations) \
             if len(tops) == 2 and ranged is None else None
         if ranked is not None:  # the rows of a window at its own MAX / MIN: one window operator, not a join
