@@ -337,7 +337,7 @@ def _keep_windows_apart(carrier: exp.Select, tvf: exp.Expr, aggregated: bool) ->
     bounds = {b: b for b in WINDOW_BOUNDS}  # name in scope -> the window bound it carries
     inner = "the window aggregation" if aggregated else "the windowed rows"
     for select in (a for a in ancestors(tvf) if isinstance(a, exp.Select)):
-        where = _combines_windows(select, bounds, "the windowed rows", inner, aggregation=select is not carrier,
+        where = _combines_windows(select, "the windowed rows", inner, aggregation=select is not carrier,
                                   apart=lambda expressions, bounds=bounds: _keeps_apart(expressions, bounds))
         if where is not None:
             instead = ("compute it in a CTE joined back to the window aggregation on window_start, window_end (as "
@@ -358,21 +358,19 @@ def keep_joined_windows_apart(join: exp.Select, bounds: dict[str, str], kind: Wi
     alone = {WindowKind.TUMBLE: set(WINDOW_BOUNDS), WindowKind.HOP: set(WINDOW_BOUNDS),
              WindowKind.CUMULATE: {"window_end"}}.get(kind, set())
     for select in (join, *(a for a in ancestors(join) if isinstance(a, exp.Select))):
-        named = bounds
-
-        def apart(expressions: list, named: dict[str, str] = named) -> bool:
+        def apart(expressions: list, named: dict[str, str] = bounds) -> bool:
             found = {named.get(e.unalias().name.lower()) for e in expressions if isinstance(e.unalias(), exp.Column)}
             return set(WINDOW_BOUNDS) <= found or bool(found & alone)
 
-        _combines_windows(select, bounds, "a window join", "a window join", aggregation=True, apart=apart)
+        _combines_windows(select, "a window join", "a window join", aggregation=True, apart=apart)
         bounds = bounds_out(select, bounds)
 
 
-def _combines_windows(select: exp.Select, bounds: dict[str, str], rows: str, inner: str, aggregation: bool,
+def _combines_windows(select: exp.Select, rows: str, inner: str, aggregation: bool,
                       apart: Callable[[list], bool]) -> exp.Expr | None:
     """Refuses a window function or a DISTINCT over ``rows``, or (``aggregation``) an aggregation over ``inner``,
-    of ``select`` itself that does not keep the windows of ``bounds`` apart; returns where an aggregation that
-    keeps them apart is (or None)."""
+    of ``select`` itself whose expressions do not keep windows ``apart``; returns where an aggregation that keeps
+    them apart is (or None)."""
     for over in _own(select, exp.Window):
         if not apart(over.args.get("partition_by") or []):
             raise SqlwinError.at(over, f"in a streaming query a window function over {rows} must PARTITION BY "
