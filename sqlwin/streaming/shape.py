@@ -355,14 +355,11 @@ def keep_joined_windows_apart(join: exp.Select, bounds: dict[str, str], kind: Wi
     together (an aggregation that does runs: its panes are the join's). One bound keeps them apart where it
     alone names a window (either of a TUMBLE's or HOP's, a CUMULATE's end), as a FULL join's
     ``COALESCE(L.window_start, R.window_start)`` often is all a query passes on."""
-    alone = {WindowKind.TUMBLE: set(WINDOW_BOUNDS), WindowKind.HOP: set(WINDOW_BOUNDS),
-             WindowKind.CUMULATE: {"window_end"}}.get(kind, set())
+    alone = {WindowKind.TUMBLE: frozenset(WINDOW_BOUNDS), WindowKind.HOP: frozenset(WINDOW_BOUNDS),
+             WindowKind.CUMULATE: frozenset({"window_end"})}.get(kind, frozenset())
     for select in (join, *(a for a in ancestors(join) if isinstance(a, exp.Select))):
-        def apart(expressions: list, named: dict[str, str] = bounds) -> bool:
-            found = {named.get(e.unalias().name.lower()) for e in expressions if isinstance(e.unalias(), exp.Column)}
-            return set(WINDOW_BOUNDS) <= found or bool(found & alone)
-
-        _combines_windows(select, "a window join", "a window join", aggregation=True, apart=apart)
+        _combines_windows(select, "a window join", "a window join", aggregation=True,
+                          apart=lambda expressions, bounds=bounds: _keeps_apart(expressions, bounds, alone))
         bounds = bounds_out(select, bounds)
 
 
@@ -402,10 +399,11 @@ def is_star(e: exp.Expr) -> bool:
     return isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
 
 
-def _keeps_apart(expressions: list, bounds: dict[str, str]) -> bool:
-    """Whether ``expressions`` name both window bounds (columns, possibly qualified or aliased)."""
+def _keeps_apart(expressions: list, bounds: dict[str, str], alone: frozenset[str] = frozenset()) -> bool:
+    """Whether ``expressions`` name both window bounds (columns, possibly qualified or aliased), or one of
+    ``alone``, the bounds that name a window on their own."""
     named = {bounds.get(e.unalias().name.lower()) for e in expressions if isinstance(e.unalias(), exp.Column)}
-    return set(WINDOW_BOUNDS) <= named
+    return set(WINDOW_BOUNDS) <= named or bool(named & alone)
 
 
 def bounds_out(select: exp.Select, bounds: dict[str, str]) -> dict[str, str]:

@@ -54,7 +54,7 @@ def refuse_stream_views(spark: Any, node: exp.Expr) -> None:
                                         f"(its watermark, its arrival order) only where a query names it; write "
                                         f"the view's query in its place, as in TUMBLE(TABLE (SELECT ... FROM "
                                         f"{stream}), DESCRIPTOR(...), ...)")
-        if is_streaming_view(spark, table.name):
+        if is_streaming_view(spark, table):
             raise SqlwinError.at(table, f"{table.name} is a view over a streaming DataFrame that sqlwin did not "
                                         f"make (spark.readStream ... createOrReplaceTempView): sqlwin reads a stream "
                                         f"declared with CREATE STREAM, whose WATERMARK says when its windows "
@@ -62,15 +62,16 @@ def refuse_stream_views(spark: Any, node: exp.Expr) -> None:
                                         f"ts AS ts - INTERVAL ...) USING format OPTIONS (...) and read that stream")
 
 
-def is_streaming_view(spark: Any, name: str) -> bool:
-    """Whether the table or view ``name`` reads a streaming source (Spark analyses it, nothing is read): a view
+def is_streaming_view(spark: Any, table: exp.Table) -> bool:
+    """Whether the table or view ``table`` reads a streaming source (Spark analyses it, nothing is read): a view
     the user made of a streaming DataFrame (``spark.readStream``), or a SQL view over one. sqlwin knows no
     watermark for it, so a window over it would be a batch query over a streaming DataFrame (which Spark refuses
     once read, or with its own error in sqlwin's generated SQL), and plain SQL the same DataFrame."""
-    if not name:
+    if not table.name:
         return False
-    try:
-        return bool(spark.table(exp.to_identifier(name).sql(dialect="spark")).isStreaming)
+    name = exp.Table(**{k: table.args[k].copy() for k in ("this", "db", "catalog") if table.args.get(k)})
+    try:  # the table as named, its database included (not a same-named table of the current database)
+        return bool(spark.table(name.sql(dialect="spark")).isStreaming)
     except Exception:  # no such table (a name Spark reports itself), or one it cannot read
         return False
 
