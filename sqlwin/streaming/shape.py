@@ -18,7 +18,6 @@ replaced by a relation holding, per fired pane, its rows (or one empty row for a
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import reduce
 from typing import Any
@@ -337,8 +336,7 @@ def _keep_windows_apart(carrier: exp.Select, tvf: exp.Expr, aggregated: bool) ->
     bounds = {b: b for b in WINDOW_BOUNDS}  # name in scope -> the window bound it carries
     inner = "the window aggregation" if aggregated else "the windowed rows"
     for select in (a for a in ancestors(tvf) if isinstance(a, exp.Select)):
-        where = _combines_windows(select, "the windowed rows", inner, aggregation=select is not carrier,
-                                  apart=lambda expressions, bounds=bounds: _keeps_apart(expressions, bounds))
+        where = _combines_windows(select, "the windowed rows", inner, select is not carrier, bounds)
         if where is not None:
             instead = ("compute it in a CTE joined back to the window aggregation on window_start, window_end (as "
                        "Nexmark q5 does), or over the streaming table") if aggregated else \
@@ -358,16 +356,19 @@ def keep_joined_windows_apart(join: exp.Select, bounds: dict[str, str], kind: Wi
     alone = {WindowKind.TUMBLE: frozenset(WINDOW_BOUNDS), WindowKind.HOP: frozenset(WINDOW_BOUNDS),
              WindowKind.CUMULATE: frozenset({"window_end"})}.get(kind, frozenset())
     for select in (join, *(a for a in ancestors(join) if isinstance(a, exp.Select))):
-        _combines_windows(select, "a window join", "a window join", aggregation=True,
-                          apart=lambda expressions, bounds=bounds: _keeps_apart(expressions, bounds, alone))
+        _combines_windows(select, "a window join", "a window join", True, bounds, alone)
         bounds = bounds_out(select, bounds)
 
 
-def _combines_windows(select: exp.Select, rows: str, inner: str, aggregation: bool,
-                      apart: Callable[[list], bool]) -> exp.Expr | None:
+def _combines_windows(select: exp.Select, rows: str, inner: str, aggregation: bool, bounds: dict[str, str],
+                      alone: frozenset[str] = frozenset()) -> exp.Expr | None:
     """Refuses a window function or a DISTINCT over ``rows``, or (``aggregation``) an aggregation over ``inner``,
-    of ``select`` itself whose expressions do not keep windows ``apart``; returns where an aggregation that keeps
-    them apart is (or None)."""
+    of ``select`` itself whose expressions do not keep windows apart (``_keeps_apart`` with ``bounds`` and
+    ``alone``); returns where an aggregation that keeps them apart is (or None)."""
+
+    def apart(expressions: list) -> bool:
+        return _keeps_apart(expressions, bounds, alone)
+
     for over in _own(select, exp.Window):
         if not apart(over.args.get("partition_by") or []):
             raise SqlwinError.at(over, f"in a streaming query a window function over {rows} must PARTITION BY "
