@@ -122,7 +122,7 @@ class SessionAssigner(WindowAssigner):
             arrived.where(~late[0]).createOrReplaceTempView(op.views.batch)
         if self._partials_sql is None:
             self._partials_sql = op.query.session_partials_sql(op.query.decomposition)
-        scan = FusedScan(op, spark.sql(self._partials_sql), arrived.agg(*stats))
+        scan = FusedScan(op, spark.sql(self._partials_sql), arrived, stats)
         try:
             count, max_ts = op.input.statistics(scan.summary)
             if not count:

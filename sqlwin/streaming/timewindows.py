@@ -16,6 +16,7 @@ from typing import Any
 from sqlwin.core.panes import DROP_CLOSED, DROP_LATE, MIN_TIME, PaneDriver, WindowKey
 from sqlwin.streaming import storage
 from sqlwin.streaming.assigner import Scanner, WindowAssigner, records_of
+from sqlwin.streaming.batchinput import observed_statistics
 from sqlwin.streaming.context import PaneEngine
 from sqlwin.streaming.engines import ColumnarEngine, WindowStates
 from sqlwin.streaming.fusedscan import FusedScan
@@ -48,33 +49,29 @@ class TimeWindowAssigner(WindowAssigner):
     def scan_rows(self, spark: Any, data: Any, batch: int, watermark: int,
                   processing_time: int) -> tuple[int, list[int | None], dict[WindowKey, int]]:
         """``scan`` where the rows themselves are the state (no partial aggregates): the statistics and the
-        counts per (key, window, status) come out of one Spark job (the statistics' aggregate beside the counts,
+        counts per (key, window, status) come out of one Spark job (the statistics observed as it reads the rows,
         as the keyed scan does), which also caches the (row, window) pairs; the accepted ones are written from
         that cache and the dropped ones, if any, go to LATE ROWS TO. Two Spark jobs read a data micro-batch
         where ``_read`` and ``assign_rows`` took three."""
-        from pyspark.sql import functions as F
-
         stats = self.op.input.register(data, processing_time)
-        summary = data.agg(*stats).withColumn("__summary", F.lit(True))
-        statistics, accepted = self._store_rows(spark, batch, watermark, summary)
+        statistics, accepted = self._store_rows(spark, batch, watermark, observed_statistics(data, stats))
         count, max_ts = self.op.input.statistics(statistics)
         return count, max_ts, accepted
 
     def _store_rows(self, spark: Any, batch: int, watermark: int,
-                    summary: Any = None) -> tuple[dict[str, Any], dict[WindowKey, int]]:
-        """Assign, classify and store the rows of the micro-batch's views; returns (the ``summary`` aggregate's
-        row, computed in the counts' job; the new-row counts per window)."""
+                    observed: tuple | None = None) -> tuple[dict[str, Any], dict[WindowKey, int]]:
+        """Assign, classify and store the rows of the micro-batch's views; returns (the statistics ``observed``
+        (``observed_statistics``) as the counts' job reads them; the new-row counts per window)."""
         from pyspark.sql import functions as F
 
         op = self.op
         annotated = self._annotate(spark, batch, watermark, op.panes.closed()).persist()
         try:
             counts = annotated.groupBy("__key", "__ws", "__we", "__status").count()
-            if summary is not None:
-                counts = counts.unionByName(summary, allowMissingColumns=True)
-            rows = records_of(counts)
-            statistics = next((r for r in rows if summary is not None and r["__summary"]), {})
-            counts = [r for r in rows if summary is None or not r["__summary"]]
+            if observed is not None:
+                counts = counts.unionByName(observed[0], allowMissingColumns=True)
+            counts = records_of(counts)
+            statistics = observed[1].get if observed is not None else {}
             accepted = {(r["__key"], r["__ws"], r["__we"]): r["count"] for r in counts if r["__status"] is None}
             dropped = sum(r["count"] for r in counts if r["__status"] is not None)
             if accepted:
@@ -147,16 +144,16 @@ class TimeWindowAssigner(WindowAssigner):
             if op.placement.moves(op.panes, counts.windows):
                 return count, max_ts, counts  # the windows go to Spark before the step
             return count, max_ts, self._read_back(spark, counts)
-        summary, annotated, grouped = self._partials(spark, data, batch, watermark, processing_time)
-        scan = FusedScan(op, grouped, summary)
+        stats, annotated, grouped = self._partials(spark, data, batch, watermark, processing_time)
+        scan = FusedScan(op, grouped, data, stats)
         try:
             return self._store_scanned(scan, annotated, batch, watermark)
         finally:
             scan.release()
 
     def _partials(self, spark: Any, data: Any, batch: int, watermark: int, processing_time: int) -> tuple:
-        """What a data micro-batch's one Spark job reads, for either engine: (its statistics' aggregate, its
-        (row, window) pairs with ``__status``, the partial aggregates per (key, window, status))."""
+        """What a data micro-batch's one Spark job reads, for either engine: (its statistics' aggregates over
+        ``data``, its (row, window) pairs with ``__status``, the partial aggregates per (key, window, status))."""
         op = self.op
         stats = op.input.register(data, processing_time)
         closed = op.panes.closed()
@@ -166,7 +163,7 @@ class TimeWindowAssigner(WindowAssigner):
         grouped = spark.sql(op.query.decomposition.partial_sql(
             op.views.annotated, op.shape.source_alias, len(op.shape.keys),
             key_after=op.query.key_json_sql if per_group else None))
-        return data.agg(*stats), annotated, grouped
+        return stats, annotated, grouped
 
     def _store_scanned(self, scan: FusedScan, annotated: Any, batch: int,
                        watermark: int) -> tuple[int, list[int | None], Any]:
@@ -212,24 +209,21 @@ class TimeWindowAssigner(WindowAssigner):
         from pyspark.sql import functions as F
 
         op = self.op
-        summary, annotated, grouped = self._partials(spark, data, batch, watermark, processing_time)
-        summary = summary.withColumn("__summary", F.lit(True))
-        frame = grouped.unionByName(summary, allowMissingColumns=True)
-        is_summary, kept = F.col("__summary").isNotNull(), F.col("__summary").isNull() & F.col("__status").isNull()
-        dropped = F.col("__summary").isNull() & F.col("__status").isNotNull()
-        statistics = [c for c in summary.columns if c != "__summary"]
+        stats, annotated, grouped = self._partials(spark, data, batch, watermark, processing_time)
+        branch, statistics = observed_statistics(data, stats)
+        kept, dropped = F.col("__status").isNull(), F.col("__status").isNotNull()
         observation = Observation()
-        frame = frame.observe(observation, *[F.max(F.when(is_summary, F.col(c))).alias(c) for c in statistics],
-                              F.count_if(kept).alias("__windows"),
-                              F.sum(F.when(kept, F.col("__n"))).alias("__accepted"),
-                              F.sum(F.when(dropped, F.col("__n"))).alias("__dropped"))
+        frame = grouped.unionByName(branch, allowMissingColumns=True) \
+            .observe(observation, F.count_if(kept).alias("__windows"),
+                     F.sum(F.when(kept, F.col("__n"))).alias("__accepted"),
+                     F.sum(F.when(dropped, F.col("__n"))).alias("__dropped"))
         own = {"__mb": F.lit(batch).cast("bigint"), "__present": F.lit(True)}
         columns = [own[c].alias(c) if c in own else F.col(f"`{c}`") for c in op.rows_schema.fieldNames()]
         path = op.store.rows_path(batch)
         frame.where(kept).select(*columns, F.col("__n").cast("bigint").alias("__n")).write.mode("overwrite") \
             .parquet(path)
         got = observation.get
-        count, max_ts = op.input.statistics({c: got[c] for c in statistics})
+        count, max_ts = op.input.statistics(statistics.get)
         windows = int(got["__windows"])
         if windows:
             op.rows.written(batch, int(got["__accepted"]))
