@@ -28,6 +28,11 @@ DEFAULT_CONF: dict[str, str] = {
     # here, 0.9 ms without; a stepped replay of 18 micro-batches 7.3-8.0 s with, 6.3-7.4 s without. Those call
     # sites are sqlwin's own lines, never the user's: sqlwin reports errors at the user's SQL (diagnostics.py).
     "spark.python.sql.dataFrameDebugging.enabled": "false",
+    # Spark keeps 100 compiled expression classes; a streaming table's micro-batch runs several queries of its
+    # own shape (assignment, scan, panes, sinks), and a session runs several tables, so 100 evict each other and
+    # Spark compiles them again (Janino, ~4 ms a class here): the 10 planned-vs-stepped replays of
+    # tests/test_replay_planned.py compiled 1 992 classes at 100, 685 at 1 000 (a class is a few kB of metaspace)
+    "spark.sql.codegen.cache.maxEntries": "1000",
 }
 
 
