@@ -441,6 +441,8 @@ _EXCEPTION_LINE = re.compile(r"^(?:Caused by: )?([\w.$]*(?:Error|Exception)): (\
 _SQL_CONTEXT = re.compile(r"== SQL[^\n]*\(line \d+, position \d+\) ==\n([^\n]*)\n( *)(\^+)")
 _SECTIONS = re.compile(r"\n\s*(?:=== Streaming Query ===|JVM stacktrace:)")
 _READ_FILE = re.compile(r"\[FAILED_READ_FILE[A-Z_.]*\] Encountered error while reading file (\S+?)\.?\s")
+_CAUSE = re.compile(r"^Caused by: ([\w.$]+): (\S[^\n]*)$", re.MULTILINE)
+_BARE_EXCEPTIONS = {"RuntimeException", "SparkException", "Exception", "IOException"}  # their name says nothing
 
 
 def runtime_failure(err: BaseException | str, text: str, prefix: str = "") -> SqlwinError:
@@ -449,6 +451,7 @@ def runtime_failure(err: BaseException | str, text: str, prefix: str = "") -> Sq
     the statement starts) and Spark's own message, without the Python and Java stack traces, the wrappers
     of the micro-batch and of the query, or the plan."""
     raw = err if isinstance(err, str) else _message_of(err)
+    whole = err if isinstance(err, str) else str(err)  # with the causes that _message_of leaves out
     raw = _SECTIONS.split(raw, maxsplit=1)[0]
     message = _innermost(raw)
     message = re.sub(r"\s*SQLSTATE: \w+\.?.*$", "", message).strip()
@@ -461,6 +464,8 @@ def runtime_failure(err: BaseException | str, text: str, prefix: str = "") -> Sq
     read = _READ_FILE.search(raw)  # a row of a stream's file that cannot be read: which file to replace
     if read and read.group(1) not in message:
         message += f" (reading {read.group(1)})"
+    elif read and condition and condition.startswith("FAILED_READ_FILE"):
+        message = message.rstrip(".") + _read_failure_reason(whole)
     contexts = _SQL_CONTEXT.findall(raw)
     if contexts and text and position is None:
         snippet, lead, carets = contexts[-1]
@@ -471,6 +476,21 @@ def runtime_failure(err: BaseException | str, text: str, prefix: str = "") -> Sq
     error = SqlwinError(message, *(position or (None, None)))
     error.spark_condition = condition  # type: ignore[attr-defined]
     return error
+
+
+def _read_failure_reason(whole: str) -> str:
+    """Why Spark could not read a file (``FAILED_READ_FILE`` names the file only): the first cause after it,
+    such as "is not a Parquet file" or a file that is gone; empty when Spark gave none."""
+    read = _READ_FILE.search(whole)
+    cause = _CAUSE.search(whole, read.end()) if read else None
+    if cause is None:
+        return "."
+    name = cause.group(1).rsplit(".", 1)[-1].rsplit("$", 1)[-1]
+    reason = re.sub(r"\s*SQLSTATE: \w+\.?.*$", "", cause.group(2)).strip()
+    first, _, rest = reason.partition(" ")
+    if rest and re.sub(r"^\w+:/*", "/", first) == re.sub(r"^\w+:/*", "/", read.group(1)):  # the file again
+        reason = f"it {rest}"
+    return f": {reason}" if name in _BARE_EXCEPTIONS else f": {name}: {reason}"
 
 
 def _innermost(raw: str) -> str:

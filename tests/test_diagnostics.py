@@ -88,6 +88,29 @@ def test_grouped_window_struct_reads_as_window_bounds() -> None:
     assert clean_message('expression "__w.start" is odd', "SELECT 1") == 'expression "window_start" is odd'
 
 
+def test_a_file_that_cannot_be_read_says_why() -> None:
+    """Spark's FAILED_READ_FILE names the file only; its cause (as Spark 4.3 words it, from a streaming table's
+    failure: the wrappers, the cause, the plan) says why, and the file is not named twice."""
+    from sqlwin.diagnostics import runtime_failure
+
+    text = ("[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: "
+            "[FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided function in foreach batch "
+            "sink. Reason: ...\npy4j.protocol.Py4JJavaError: An error occurred while calling o87.count.\n"
+            ": org.apache.spark.SparkException: [FAILED_READ_FILE.NO_HINT] Encountered error while reading file "
+            "file:///data/in/x.parquet.  SQLSTATE: KD001\n"
+            "Caused by: java.lang.RuntimeException: file:/data/in/x.parquet is not a Parquet file. Expected magic "
+            "number at tail, but found [117, 101, 116, 10]\n\t... 26 more\n\n SQLSTATE: 39000\n"
+            "=== Streaming Query ===\nIdentifier: [id = 1]\n")
+    assert str(runtime_failure(text, "SELECT 1")) == (
+        "line 1, col 1: [FAILED_READ_FILE.NO_HINT] Encountered error while reading file file:///data/in/x.parquet: "
+        "it is not a Parquet file. Expected magic number at tail, but found [117, 101, 116, 10]")
+    gone = text.replace("java.lang.RuntimeException: file:/data/in/x.parquet is not",
+                        "java.io.FileNotFoundException: /data/other is not")
+    assert str(runtime_failure(gone, "SELECT 1")).endswith(
+        "reading file file:///data/in/x.parquet: FileNotFoundException: /data/other is not a Parquet file. Expected "
+        "magic number at tail, but found [117, 101, 116, 10]")
+
+
 def test_errors_without_a_spark_position_point_at_the_statement() -> None:
     err = from_spark("[SOMETHING] went wrong.", "\n\n  SELECT 1", generated="SELECT 1")
     assert (err.line, err.col, err.message) == (3, 3, "[SOMETHING] went wrong.")

@@ -218,7 +218,8 @@ GROUP BY window_start, window_end;
     file = (tmp_path / "broken" / "x.parquet").as_uri()
     lines = [x for x in err.splitlines() if not x.startswith("WARNING: Using incubator modules")]  # the JVM's
     assert lines == ["error: line 4, col 1: streaming table broken_counts failed: [FAILED_READ_FILE.NO_HINT] "
-                     f"Encountered error while reading file {file}.", " --> pipeline.sql:4:1",
+                     f"Encountered error while reading file {file}: it is not a Parquet file. Expected magic number at "
+                     "tail, but found [117, 101, 116, 10]", " --> pipeline.sql:4:1",
                      "4 | CREATE STREAMING TABLE broken_counts AS", "  | ^"], err[-3000:]
 
 
