@@ -199,17 +199,25 @@ def test_files_already_waiting_give_the_panes_of_files_arriving_one_at_a_time(sp
 
 
 def test_native_path_default_emission(spark, env):
+    """Also: the status counts every micro-batch, however many ran since it was last asked (Spark keeps only
+    the last ``numRecentProgressUpdates`` progress reports on the query: 2 here, 100 by default)."""
     s, feeder = env
+    spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", "2")
     table = start(spark, f"""CREATE STREAMING TABLE native_out AS
         SELECT window_start, window_end, k, SUM(v) AS s, COUNT(*) AS c
         FROM TUMBLE(TABLE {s}, DESCRIPTOR(ts), INTERVAL 10 SECONDS) GROUP BY window_start, window_end, k""")
     assert table.path == "native"
-    feeder.feed(BATCHES, table)
+    try:
+        feeder.feed(BATCHES, table)
+        assert len(table.query.recentProgress) < len(BATCHES)
+    finally:  # the query reads it from the session as it reports (a clone of it would keep it)
+        spark.conf.unset("spark.sql.streaming.numRecentProgressUpdates")
+    status = table.status()
+    assert (status.rows_in, status.late_rows_dropped) == (7, 2) and status.micro_batches >= len(BATCHES)
     out = rows_of(spark.table("native_out"), ["window_start", "k", "s", "c", "pane_index", "pane_timing", "is_final"])
     # lateness 0: a@3 (W = 10) and a@8 (W = 28) are dropped; one final ON_TIME pane per window
     assert out == [(at(0), "a", 3, 2, 0, "ON_TIME", True), (at(0), "b", 3, 1, 0, "ON_TIME", True),
                    (at(10), "a", 4, 1, 0, "ON_TIME", True)]
-    assert table.status().late_rows_dropped == 2
     shown = sqlwin.sql(spark, "SHOW STREAMING TABLES").collect()
     assert [(r.name, r.status, r.path) for r in shown] == [("native_out", "running", "native")]
     sqlwin.sql(spark, "STOP STREAMING TABLE native_out")

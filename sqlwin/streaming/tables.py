@@ -15,7 +15,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -25,9 +24,10 @@ from sqlglot import exp
 from sqlwin.core.panes import MAX_TIME, MIN_TIME
 from sqlwin.diagnostics import at_name, runtime_failure
 from sqlwin.errors import SqlwinError
-from sqlwin.streaming import catalog, storage, tableviews
+from sqlwin.streaming import catalog, connect, progress, storage, tableviews
 from sqlwin.streaming.compaction import CompactionPolicy
 from sqlwin.streaming.panequery import item_names
+from sqlwin.streaming.progress import ProgressTotals
 from sqlwin.streaming.shape import StreamingShape, choose_path, key_index, mark_carrier
 from sqlwin.streaming.sinks import BatchSink, sink_format
 from sqlwin.streaming.stopping import CatalogGate
@@ -91,10 +91,7 @@ class StreamingTable:
         self.committed_state: Any = None  # over Spark Connect: reads the server's committed operator state
         self.restart_query: Callable[[], Any] | None = None  # the custom path's writer, started again
         self._asked_at_start = 0
-        # native path: Spark's progress summed as it comes (recentProgress keeps the last 100 micro-batches only)
-        self._native: dict[str, Any] = {"last_batch": -1, "micro_batches": 0, "rows_in": 0, "dropped": 0,
-                                        "state_rows": 0, "watermark": None}
-        self._native_lock = threading.Lock()
+        self._native = ProgressTotals()  # native path: Spark's progress reports summed (sqlwin.streaming.progress)
 
     # -- life cycle -----------------------------------------------------------------------------
     def start(self) -> StreamingTable:
@@ -109,6 +106,8 @@ class StreamingTable:
         latest = self.options.get("latest")
         latest_sql = latest_view_sql(self.spark, self.shape, self.name, latest) if latest else None
         self.query = start_native(self) if self.path == "native" else start_custom(self, clock=self.clock)
+        if self.path == "native" and not connect.is_connect(self.spark):
+            progress.follow(self.spark, self.query, self._native)
         self._asked_at_start = self._ticks_asked()
         if latest_sql:
             self.spark.sql(latest_sql)
@@ -198,24 +197,11 @@ class StreamingTable:
             return Status(self.name, state, self.path, c["micro_batches"], c["rows_in"], watermark,
                           op.state_rows, op.open_windows, c["late_rows_dropped"], error, *self._last_progress())
         totals = self._native
-        with self._native_lock:  # SHOW from several JDBC connections at once counts each micro-batch once
-            for progress in (q.recentProgress if q is not None else []):  # the last 100: totals kept as they come
-                durations = getattr(progress, "durationMs", None) or {}
-                # an idle trigger reports the number of the batch it did not run: only a run batch counts
-                if progress.batchId <= totals["last_batch"] or "addBatch" not in durations:
-                    continue
-                ops = progress.get("stateOperators") or []
-                totals["last_batch"] = progress.batchId
-                totals["micro_batches"] += 1
-                totals["rows_in"] += progress.numInputRows or 0  # an attribute: Connect's progress dict lacks the key
-                totals["dropped"] += sum(o.get("numRowsDroppedByWatermark", 0) or 0 for o in ops)
-                totals["state_rows"] = sum(o.get("numRowsTotal", 0) or 0 for o in ops)
-                if (progress.get("eventTime") or {}).get("watermark") is not None:
-                    totals["watermark"] = self._native_watermark(progress)
-        state_rows = totals["state_rows"]
-        watermark = shown_timestamp(self.spark, totals["watermark"]) if totals["watermark"] is not None else None
-        return Status(self.name, state, self.path, totals["micro_batches"], totals["rows_in"], watermark,
-                      state_rows, state_rows, totals["dropped"], error, *self._last_progress())
+        totals.add_all(q.recentProgress if q is not None else [])  # on Spark Connect, the only reports it sees
+        watermarked = totals.watermarked
+        watermark = shown_timestamp(self.spark, self._native_watermark(watermarked)) if watermarked else None
+        return Status(self.name, state, self.path, totals.micro_batches, totals.rows_in, watermark,
+                      totals.state_rows, totals.state_rows, totals.dropped, error, *self._last_progress())
 
     def _native_watermark(self, progress: Any) -> int:
         """The watermark after Spark's micro-batch ``progress`` (epoch microseconds; MIN_TIME: none yet), as the
