@@ -11,6 +11,9 @@ import argparse
 import os
 import re
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -58,6 +61,19 @@ FILE_DIR_CONF = "sqlwin.file_dir"
 
 class Failed(Exception):
     """A statement failed; its message has already been printed."""
+
+
+class Cancelled(Exception):
+    """A signal cancelled the Spark jobs of a statement (``where``: ``file:line:col``), which then failed."""
+
+    def __init__(self, where: str, statement: str):
+        super().__init__(where)
+        self.where, self.statement = where, statement
+
+
+# while a signal's statement runs, its job group is cancelled again this often: a job it submits after the signal
+# (its Python part was running then) is cancelled too, not run to its end
+CANCEL_AGAIN_SECONDS = 0.2
 
 
 # ---------------------------------------------------------------------------------- arguments
@@ -205,9 +221,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from sqlwin.streaming.catalog import all_tables
     from sqlwin.streaming.tables import AVAILABLE_NOW_CONF
 
-    # SIGTERM from the start (a service manager may stop the CLI while Spark or a table starts): it lets the
-    # statement in flight end, runs no more and stops what started; SIGINT keeps pyspark's handler (cancel the
-    # jobs in flight) until the script ran
+    # SIGTERM from the start (a service manager may stop the CLI while Spark or a table starts), SIGINT once Spark
+    # started (pyspark's SparkContext puts its own handler in): a signal cancels the Spark jobs of the statement in
+    # flight (a statement with none, a table's start, ends), runs no more and stops what started
     with stop_signals((signal.SIGTERM,)) as stop:
         spark = start_spark(dict(args.conf))
         if args.available_now:
@@ -215,19 +231,31 @@ def cmd_run(args: argparse.Namespace) -> int:
         out, err = consoles()
         runner = Runner(spark, out, err, plan=args.plan, max_rows=args.max_rows,
                         show_rewrite=args.show_rewrite, progress=not args.no_progress, stop=stop)
-        try:
-            for source in sources:
-                runner.run_source(source)
-            if folder is not None and not stop.is_set():
-                runner.run_models(folder)
-        except (Failed, KeyboardInterrupt):
-            for table in all_tables():  # what the script started so far ends cleanly (resumable), not with the JVM
-                table.stop()
-            raise
+        cancelled = None
+        with stop_signals((signal.SIGINT,), stop):
+            try:
+                for source in sources:
+                    runner.run_source(source)
+                if folder is not None and not stop.is_set():
+                    runner.run_models(folder)
+            except Cancelled as exc:
+                cancelled = exc
+            except (Failed, KeyboardInterrupt):
+                for table in all_tables():  # what the script started so far ends cleanly (resumable), not with the JVM
+                    table.stop()
+                raise
+        names = list(getattr(stop, "names", []))  # the signals that came while the script ran
+        if cancelled is not None:
+            err.print(f"{'/'.join(dict.fromkeys(names))}: cancelled the statement at {cancelled.where}: "
+                      f"{summarize(cancelled.statement)}", markup=False, highlight=False)
         with stop_signals((signal.SIGINT, signal.SIGTERM), stop):  # the process lives while its tables run
             code = watch(out, err, runner.origins, stop, refresh=args.refresh)
-        if stop.is_set() and not runner.origins:  # stopped before any streaming table started
+        if stop.is_set() and not runner.origins and cancelled is None:  # stopped before any streaming table started
             note_stopped(out, stop, 0)
+        if code == 0 and names and (cancelled is not None or names[0] == "SIGINT"):
+            # an interrupted script, as shells report it: 128 + the signal (SIGTERM that cancelled nothing lets a
+            # service end cleanly: 0)
+            return 128 + int(getattr(signal, names[0]))
         return code
 
 
@@ -379,6 +407,10 @@ class Runner:
         self.stop = stop
         self.plan, self.max_rows, self.show_rewrite, self.progress = plan, max_rows, show_rewrite, progress
         self.origins: dict[str, Origin] = {}  # streaming table -> where its statement is (its errors point there)
+        self.groups = 0  # job groups made so far (one per statement)
+        self.running: str | None = None  # the job group of the statement running
+        self.ended = threading.Event()  # set while no statement runs
+        self.canceller: threading.Thread | None = None
 
     def run_source(self, source: Source) -> None:
         from sqlwin.pipeline import execute_statement, split_statements
@@ -392,7 +424,8 @@ class Runner:
             if self.stop is not None and self.stop.is_set():
                 return
             before = {id(t) for t in all_tables()}
-            with self.guard(source, start, statement):
+            with self.guard(source, start, statement), self.cancellable(position(source, start, statement),
+                                                                        statement):
                 with self.progress_line():
                     result = execute_statement(self.spark, statement, plan=self.plan)
                 self.show(result, start)
@@ -403,9 +436,52 @@ class Runner:
     def run_models(self, folder: Path) -> None:
         from sqlwin.models import run_models
 
-        with self.guard(Source(str(folder), "", str(folder.resolve())), None), self.progress_line():
+        with self.guard(Source(str(folder), "", str(folder.resolve())), None), \
+                self.cancellable(f"the models of {folder}", ""), self.progress_line():
             summary = run_models(self.spark, str(folder))
         render_summary(self.out, summary)
+
+    @contextmanager
+    def cancellable(self, where: str, statement: str) -> Iterator[None]:
+        """The body's Spark jobs in a job group of their own, cancelled once ``stop`` is set (a signal) while it
+        runs; the body's error after that is the cancellation: :class:`Cancelled`."""
+        if self.stop is None:
+            yield
+            return
+        sc = self.spark.sparkContext
+        self.groups += 1
+        group = f"sqlwin-run-{self.groups}"
+        sc.setJobGroup(group, f"{where}: {summarize(statement)}" if statement else where)
+        self.running = group
+        self.ended.clear()
+        if self.canceller is None:
+            self.canceller = threading.Thread(target=self._cancel_when_stopped, name="sqlwin-cancel", daemon=True)
+            self.canceller.start()
+        try:
+            yield
+        except Exception:
+            if self.stop.is_set():
+                raise Cancelled(where, statement) from None
+            raise
+        finally:
+            self.running = None
+            self.ended.set()
+            try:
+                for key in ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"):
+                    sc.setLocalProperty(key, None)  # type: ignore[arg-type]  # None removes it
+            except Exception:  # Spark's JVM is gone (a signal to the process group): the body's outcome stands
+                if not self.stop.is_set():
+                    raise
+
+    def _cancel_when_stopped(self) -> None:
+        """Once ``stop`` is set: cancel the running statement's job group until the statement ends."""
+        self.stop.wait()
+        while (group := self.running) is not None:
+            try:
+                self.spark.sparkContext.cancelJobGroup(group)
+            except Exception:  # Spark's JVM is gone (the signal reached it too): the statement fails anyway
+                return
+            self.ended.wait(CANCEL_AGAIN_SECONDS)
 
     def progress_line(self) -> Any:
         from sqlwin.progress import spark_progress
@@ -433,7 +509,7 @@ class _Guard:
         return None
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
-        if exc is None or isinstance(exc, (KeyboardInterrupt, SystemExit, Failed)):
+        if exc is None or isinstance(exc, (KeyboardInterrupt, SystemExit, Failed, Cancelled)):
             return False
         if os.environ.get("SQLWIN_DEBUG"):
             return False
@@ -466,6 +542,17 @@ def statement_starts(text: str, statements: list[str]) -> list[tuple[int, int] |
         starts.append((line, index - (text.rfind("\n", 0, index) + 1)))
         pos = index + max(len(statement), 1)
     return starts
+
+
+def position(source: Source, start: tuple[int, int] | None, statement: str) -> str:
+    """``file:line:col`` (1-based) of the statement's first token in its source (``file`` alone if unknown)."""
+    if start is None:
+        return source.name
+    lead = re.match(r"(?:\s+|--[^\n]*|/\*.*?\*/)*", statement, re.DOTALL)
+    offset = lead.end() if lead else 0
+    lines = statement.count("\n", 0, offset)
+    col = offset - (statement.rfind("\n", 0, offset) + 1) + (start[1] if lines == 0 else 0)
+    return f"{source.name}:{start[0] + 1 + lines}:{col + 1}"
 
 
 def leading_lines(statement: str) -> int:

@@ -33,8 +33,13 @@ def position_of(node: object) -> tuple[int | None, int | None]:
     """The (line, col) a sqlglot node starts at, searching its children when it has none.
 
     sqlglot records ``line``/``col`` (col = end column of the token) and the token's ``start``/``end``
-    offsets in ``node.meta``; the dialect's parser stores the *start* column under ``start_line``/``start_col``.
+    offsets in ``node.meta``; the dialect's parser stores the *start* column under ``start_line``/``start_col``,
+    and the keyword of a clause sqlglot parses (LIMIT, OFFSET) under ``keyword_line``/``keyword_col``: taken for
+    ``node`` itself only (an error at the clause), not for a query that holds it.
     """
+    meta = getattr(node, "meta", None) or {}
+    if "keyword_line" in meta:
+        return meta["keyword_line"], meta["keyword_col"]
     stack = [node]
     while stack:
         cur = stack.pop(0)

@@ -105,6 +105,10 @@ def test_statement_starts_map_statements_back_to_the_file():
     statements = ["-- head\nSELECT 1", "SELECT\n  2", "/* c */ SELECT 3"]
     assert cli.statement_starts(text, statements) == [(0, 0), (1, 11), (4, 0)]
     assert [cli.leading_lines(s) for s in statements] == [1, 0, 0]
+    source = cli.Source("f.sql", text, ".")  # where a signal's cancel line puts each: its first token
+    assert [cli.position(source, start, s) for s, start in zip(statements, cli.statement_starts(text, statements),
+                                                               strict=True)] == ["f.sql:2:1", "f.sql:2:12", "f.sql:5:9"]
+    assert cli.position(source, None, "SELECT 1") == "f.sql"
 
 
 def test_error_positions_are_shifted_to_the_file():

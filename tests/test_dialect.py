@@ -573,6 +573,17 @@ def test_named_argument_positions() -> None:
     assert position_of(hop.expressions[1].expression) == (3, 15)
 
 
+def test_limit_and_offset_positions_are_their_keywords() -> None:
+    """An error at LIMIT / OFFSET points at the keyword, not at the value; a query holding one keeps its own
+    position (its first column's), not the LIMIT's at its end."""
+    tree = parse_one("SELECT a + 1 AS b FROM t\n  LIMIT\n    2 OFFSET 3")
+    assert position_of(tree.args["limit"]) == (2, 3)
+    assert position_of(tree.args["offset"]) == (3, 7)
+    assert position_of(tree) == (1, 17)  # as before LIMIT had a position: the alias b
+    union = parse_one("(SELECT 1) UNION (SELECT 2) LIMIT 3")
+    assert position_of(union.args["limit"]) == (1, 29)
+
+
 def test_statement_positions() -> None:
     trees = parse("SELECT 1;\n  CREATE STREAM s (ts TIMESTAMP, WATERMARK FOR ts AS ts) USING rate")
     assert position_of(trees[1]) == (2, 3)

@@ -191,6 +191,52 @@ GROUP BY window_start, window_end;
     assert not (tmp_path / "root" / "never").exists()
 
 
+def job_started(events: Path, group: str) -> bool:
+    """Whether Spark's event log in ``events`` (uncompressed, not rolled) holds the start of a job of ``group``."""
+    for log in events.glob("*"):
+        with log.open(encoding="utf-8", errors="replace") as lines:
+            if any('"SparkListenerJobStart"' in x and f'"spark.jobGroup.id":"{group}"' in x for x in lines):
+                return True
+    return False
+
+
+@pytest.mark.slow
+def test_sigterm_during_a_long_batch_statement_cancels_it_and_exits_143(tmp_path: Path) -> None:
+    """SIGTERM while a batch statement's Spark job runs (hours long): its job is cancelled, one line names the
+    statement at its line and column, no later statement runs, the table started before it stops as on any SIGTERM
+    and the run exits 143 (it waited for the statement to end). The job is seen started in Spark's event log (its
+    job start is flushed at once), the statement's job group (sqlwin-run-3: the file's third statement) in it."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "pipeline.sql").write_text(PIPELINE + """
+-- a batch statement of hours
+  SELECT SUM(id * 7 % 13) AS s FROM range(1000000000000);
+CREATE STREAMING TABLE never AS
+SELECT window_start, window_end, COUNT(*) AS c FROM TUMBLE(TABLE bids, DESCRIPTOR(ts), INTERVAL 10 SECONDS)
+GROUP BY window_start, window_end;
+""")
+    events = tmp_path / "events"
+    events.mkdir()
+    cli = Cli(tmp_path, "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={events.as_uri()}",
+              "--conf", "spark.eventLog.compress=false", "--conf", "spark.eventLog.rolling.enabled=false",
+              "pipeline.sql")
+    try:
+        deadline = time.monotonic() + 300
+        while not job_started(events, "sqlwin-run-3"):
+            assert cli.proc.poll() is None and time.monotonic() < deadline, cli.text()
+            time.sleep(0.05)
+        os.kill(cli.proc.pid, signal.SIGTERM)  # the Python process only
+        assert cli.wait(timeout=60) == 143, cli.text()
+    finally:
+        cli.kill()
+    out, err = cli.text()
+    lines = [x for x in err.splitlines() if not x.startswith("WARNING: Using incubator modules")]  # the JVM's
+    assert lines == ["SIGTERM: cancelled the statement at pipeline.sql:12:3: "
+                     "SELECT SUM(id * 7 % 13) AS s FROM range(1000000000000)"], err[-3000:]
+    assert re.search(r"^\S+ totals stopped micro_batches=0 ", out, re.MULTILINE), out
+    assert "SIGTERM: stopped 1 streaming table;" in out and "never" not in out, out
+    assert not (tmp_path / "root" / "never").exists()
+
+
 @pytest.mark.slow
 def test_available_now_with_a_table_that_cannot_read_its_file_exits_1_with_one_error(tmp_path: Path) -> None:
     """A table under --available-now reads a stream whose file is not Parquet: it fails, and the run exits 1 with

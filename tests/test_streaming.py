@@ -330,23 +330,27 @@ def test_a_streaming_table_hides_nothing_with_its_views(spark, env):
 def test_limit_is_refused_and_order_by_keeps_every_pane(spark, env):
     """A streaming query's result is its panes, appended as windows fire, and its statement runs per
     micro-batch: LIMIT / OFFSET would keep n rows of each micro-batch's panes (a replay returned 2 + 2 + 1 rows
-    for LIMIT 2 before), so they are errors at the clause, live and replayed. ORDER BY keeps every row (it
+    for LIMIT 2 before), so they are errors at the clause's keyword (not at its value: the message is about the
+    clause, whatever the number), live and replayed. ORDER BY keeps every row (it
     orders the rows within each micro-batch); Spark cannot sort a streaming aggregation, so it takes the
     custom path."""
     s, _ = env
     spark.createDataFrame([("a", 1, at(1), 0), ("b", 5, at(2), 0), ("a", 2, at(12), 1), ("b", 7, at(13), 1),
                            ("a", 3, at(25), 2)], "k string, v int, ts timestamp, b int").createOrReplaceTempView("ob_t")
     sqlwin.sql(spark, "CREATE STREAM ob_r FROM TABLE ob_t ARRIVAL ORDER BY b MICRO BATCH BY b WATERMARK FOR ts AS ts")
-    cases = [
-        (f"CREATE STREAMING TABLE ob_live AS {tumble(s, 'ob_late')} LIMIT 2", "LIMIT", 2),
-        (f"{tumble('ob_r')} ORDER BY s DESC LIMIT 2", "LIMIT", 1),
-        (f"{tumble('ob_r')} ORDER BY s DESC OFFSET 1", "OFFSET", 1),
-        (f"SELECT * FROM ({tumble('ob_r')} LIMIT 1) AS x", "LIMIT", 1),
+    cases = [  # the keyword's line and column
+        (f"CREATE STREAMING TABLE ob_live AS {tumble(s, 'ob_late')} LIMIT 2", "LIMIT", 2, 58),
+        (f"{tumble('ob_r')} ORDER BY s DESC LIMIT 2", "LIMIT", 1, 163),
+        (f"{tumble('ob_r')} ORDER BY s DESC OFFSET 1", "OFFSET", 1, 163),
+        (f"SELECT * FROM ({tumble('ob_r')} LIMIT 1) AS x", "LIMIT", 1, 162),
+        (f"{tumble('ob_r')}\n  LIMIT\n    2", "LIMIT", 2, 3),
     ]
-    for sql, word, line in cases:
-        with pytest.raises(SqlwinError, match=f"^line {line}, col [0-9]+: {word} in a streaming query") as err:
+    for sql, word, line, col in cases:
+        with pytest.raises(SqlwinError, match=f"^line {line}, col {col}: {word} in a streaming query") as err:
             sqlwin.sql(spark, sql)
         assert "ROW_NUMBER() OVER (PARTITION BY window_start, window_end" in str(err.value)
+        lines = sql.splitlines()
+        assert lines[line - 1][col - 1:].startswith(word), (sql, line, col)
     assert catalog.find_table("ob_live") is None
     ordered = sqlwin.sql(spark, f"{tumble('ob_r')} ORDER BY s DESC")
     # hand-worked: windows [0, 10) a 1, b 5; [10, 20) a 2, b 7; [20, 30) a 3

@@ -461,6 +461,27 @@ class SqlwinParser(ClauseParserMixin, SparkParser):
             this = super()._parse_query_modifiers(this)
         return this
 
+    def _parse_limit(self, this: t.Any = None, top: bool = False, skip_limit_token: bool = False) -> t.Any:
+        """sqlglot's LIMIT (FETCH, TOP), its node marked at its keyword: an error about the clause points there,
+        as those of the other clauses do, not at its value (the node's first positioned child)."""
+        token = self._prev if skip_limit_token else self._curr
+        node = super()._parse_limit(this, top=top, skip_limit_token=skip_limit_token)
+        return self._mark_keyword(node, token) if node is not this and node is not None else node
+
+    def _parse_offset(self, this: t.Any = None) -> t.Any:
+        """sqlglot's OFFSET, its node marked at its keyword (as LIMIT's)."""
+        token = self._curr
+        node = super()._parse_offset(this)
+        return self._mark_keyword(node, token) if node is not this and node is not None else node
+
+    def _mark_keyword(self, node: exp.Expr, token: Token | None) -> exp.Expr:
+        """Record where the keyword of a clause sqlglot parses is (``meta["keyword_line"]``/``["keyword_col"]``):
+        ``position_of`` takes it for the clause's node itself only, so the position of a query around it (the
+        first of its parts that has one) stays its first column's, never a LIMIT at its end."""
+        if token and node is not None:
+            node.meta["keyword_line"], node.meta["keyword_col"] = _start_of(self.sql, token.start)
+        return node
+
     # ------------------------------------------------------------------ statements
 
     def _parse_statement(self) -> exp.Expr | None:
