@@ -47,12 +47,17 @@ class Origin:
 def stop_signals(signals: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM),
                  event: threading.Event | None = None) -> Iterator[threading.Event]:
     """An event that the ``signals`` set (instead of killing the process) while the body runs; ``event``: one an
-    outer ``stop_signals`` made (``sqlwin run`` takes SIGTERM from its start, SIGINT once its script ran)."""
+    outer ``stop_signals`` made (``sqlwin run`` takes SIGTERM from its start, SIGINT once its script ran). A
+    second SIGINT raises KeyboardInterrupt, as Ctrl-C pressed twice does in most tools: what the first asked to end
+    gracefully (a statement's Python part, a table's micro-batch) is not waited for."""
     event = event if event is not None else threading.Event()
     names: list[str] = getattr(event, "names", [])
 
     def handler(signum: int, frame: Any) -> None:
-        names.append(signal.Signals(signum).name)
+        name = signal.Signals(signum).name
+        if name == "SIGINT" and name in names:  # Ctrl-C again: no more waiting for a graceful end
+            raise KeyboardInterrupt
+        names.append(name)
         event.set()
 
     previous = {s: signal.signal(s, handler) for s in signals}

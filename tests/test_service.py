@@ -314,6 +314,18 @@ def test_sigint_stops_every_table_and_the_watch_ends_with_0(spark, stream: Feede
     assert signal.getsignal(signal.SIGINT) is before  # put back
 
 
+def test_ctrl_c_twice_does_not_wait_for_a_graceful_end() -> None:
+    """The first SIGINT asks for a graceful end (the event); a second one, while that is still under way,
+    raises KeyboardInterrupt as in most tools; SIGTERM never does (a service manager's stop stays graceful)."""
+    with service.stop_signals() as stop:
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGINT)
+        assert stop.is_set() and stop.names == ["SIGTERM", "SIGTERM", "SIGINT"]
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+
+
 @pytest.mark.parametrize("before", [False, True], ids=["fails_while_watched", "failed_before_the_watch"])
 def test_a_failing_table_ends_the_watch_with_1_and_its_error_at_the_statement(spark, stream: Feeder,
                                                                               before: bool) -> None:
