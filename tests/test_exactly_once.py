@@ -337,7 +337,8 @@ def test_stop_and_create_again_resumes_custom_path(spark, stream) -> None:
                                    "INSERT INTO resume_n (another process)"])
 def test_stop_and_create_again_resumes_native_path(spark, stream, again) -> None:
     """Started again by the same statement, or by INSERT INTO the stopped table (GRAMMAR 5: into an existing
-    sink), here or in a process that only finds the table's folder, the table continues where it stopped."""
+    sink), here or in a process that only finds the table's folder, the table continues where it stopped, its
+    status counters too."""
     sql = f"CREATE STREAMING TABLE resume_n AS {QUERY}"
     table = start(spark, sql)
     assert table.path == "native"
@@ -354,4 +355,8 @@ def test_stop_and_create_again_resumes_native_path(spark, stream, again) -> None
     out = rows_of(spark.table("resume_n"), ["window_start", "k", "s", "c", "pane_index", "pane_timing", "is_final"])
     assert out == [(at(0), "a", 3, 2, 0, "ON_TIME", True), (at(0), "b", 3, 1, 0, "ON_TIME", True),
                    (at(10), "a", 4, 1, 0, "ON_TIME", True)]
-    assert table.status().rows_in == 3  # this run read f2-f4 only: f0 and f1 were not read again
+    # the counters go on from the last committed micro-batch's (sqlwin.streaming.progress): f0 and f1 counted
+    # once, not read again; a@3 and a@8 dropped, one in each run
+    status = table.status()
+    assert (status.rows_in, status.late_rows_dropped, status.watermark) == (7, 2, "2024-01-01 00:00:28")
+    assert status.micro_batches >= len(BATCHES)

@@ -7,12 +7,21 @@ someone asks miss every micro-batch that ran more than 100 micro-batches before.
 taken as Spark posts it, by a listener of the session's queries (a classic session: Spark Connect's listeners run
 on the server, so there ``status`` reads ``recentProgress`` alone). Both feed the same totals, each micro-batch
 once.
+
+The totals after each micro-batch are kept in the table's folder (``progress/<batch id>.json``, write-once, the
+last few only), so a table started again goes on from those of its last committed micro-batch, as the custom
+path's counters do. Spark reports a micro-batch once it committed it: a driver that dies between the two leaves
+that one micro-batch out of the counts.
 """
 
 from __future__ import annotations
 
 import threading
 from typing import Any
+
+from sqlwin.streaming import storage
+
+KEEP = 10  # totals files kept: those of the last micro-batches (older ones are removed every KEEP micro-batches)
 
 
 def _get(obj: Any, name: str) -> Any:
@@ -24,16 +33,35 @@ def _get(obj: Any, name: str) -> Any:
 
 
 class ProgressTotals:
-    """One native-path query's totals (``add`` takes each report once, from whichever caller sees it first)."""
+    """One native-path query's totals (``add`` takes each report once, from whichever caller sees it first);
+    ``folder``: where they are kept after each micro-batch (none: not kept)."""
 
-    def __init__(self) -> None:
+    def __init__(self, folder: str | None = None) -> None:
+        self.folder = folder
         self.last_batch = -1
         self.micro_batches = 0
         self.rows_in = 0
         self.dropped = 0
         self.state_rows = 0
-        self.watermarked: Any = None  # the last report that carried a watermark
+        self.watermark_batch: int | None = None  # the last micro-batch that reported a watermark
+        self.watermark_text: str | None = None  # that watermark as Spark reported it
         self._lock = threading.Lock()  # the listener's thread, and SHOW from several JDBC connections at once
+
+    def restore(self, committed: int) -> None:
+        """The totals kept after micro-batch ``committed`` (Spark's last committed one), or the newest before
+        it; none kept: from 0."""
+        if self.folder is None:
+            return
+        batches = sorted((int(n[:-5]) for n in storage.listdir(self.folder) if n[:-5].isdigit()
+                          and n.endswith(".json")), reverse=True)
+        for batch in (b for b in batches if b <= committed):
+            kept = storage.read_json(storage.join(self.folder, f"{batch}.json"))
+            if kept is not None:  # else torn by a crash: the one before
+                with self._lock:
+                    for name in ("last_batch", "micro_batches", "rows_in", "dropped", "state_rows",
+                                 "watermark_batch", "watermark_text"):
+                        setattr(self, name, kept[name])
+                return
 
     def add(self, progress: Any) -> None:
         durations = _get(progress, "durationMs") or {}
@@ -47,12 +75,27 @@ class ProgressTotals:
             self.rows_in += _get(progress, "numInputRows") or 0
             self.dropped += sum(_get(o, "numRowsDroppedByWatermark") or 0 for o in ops)
             self.state_rows = sum(_get(o, "numRowsTotal") or 0 for o in ops)
-            if (_get(progress, "eventTime") or {}).get("watermark") is not None:
-                self.watermarked = progress
+            watermark = (_get(progress, "eventTime") or {}).get("watermark")
+            if watermark is not None:
+                self.watermark_batch, self.watermark_text = progress.batchId, watermark
+            self._keep()
 
     def add_all(self, reports: list[Any]) -> None:
         for progress in reports:
             self.add(progress)
+
+    def _keep(self) -> None:
+        if self.folder is None:
+            return
+        batch = self.last_batch
+        storage.write_json(storage.join(self.folder, f"{batch}.json"),
+                           {"last_batch": batch, "micro_batches": self.micro_batches, "rows_in": self.rows_in,
+                            "dropped": self.dropped, "state_rows": self.state_rows,
+                            "watermark_batch": self.watermark_batch, "watermark_text": self.watermark_text})
+        if batch % KEEP == 0:
+            for name in storage.listdir(self.folder):
+                if name.endswith(".json") and name[:-5].isdigit() and int(name[:-5]) <= batch - KEEP:
+                    storage.delete(storage.join(self.folder, name))
 
 
 def follow(spark: Any, query: Any, totals: ProgressTotals) -> None:

@@ -105,8 +105,14 @@ class StreamingTable:
 
         latest = self.options.get("latest")
         latest_sql = latest_view_sql(self.spark, self.shape, self.name, latest) if latest else None
+        # the native path's counters go on from its folder, taken as Spark reports them (not over Spark Connect,
+        # whose listeners run on the server: there they count from the start, from recentProgress)
+        kept = self.path == "native" and not connect.is_connect(self.spark)
+        if kept:
+            self._native = ProgressTotals(storage.join(self.location, "progress"))
+            self._native.restore(self._last_commit())
         self.query = start_native(self) if self.path == "native" else start_custom(self, clock=self.clock)
-        if self.path == "native" and not connect.is_connect(self.spark):
+        if kept:
             progress.follow(self.spark, self.query, self._native)
         self._asked_at_start = self._ticks_asked()
         if latest_sql:
@@ -198,27 +204,36 @@ class StreamingTable:
                           op.state_rows, op.open_windows, c["late_rows_dropped"], error, *self._last_progress())
         totals = self._native
         totals.add_all(q.recentProgress if q is not None else [])  # on Spark Connect, the only reports it sees
-        watermarked = totals.watermarked
-        watermark = shown_timestamp(self.spark, self._native_watermark(watermarked)) if watermarked else None
+        watermark = None
+        if totals.watermark_batch is not None:
+            micros = self._native_watermark(totals.watermark_batch, totals.watermark_text)
+            watermark = shown_timestamp(self.spark, micros)
         return Status(self.name, state, self.path, totals.micro_batches, totals.rows_in, watermark,
                       totals.state_rows, totals.state_rows, totals.dropped, error, *self._last_progress())
 
-    def _native_watermark(self, progress: Any) -> int:
-        """The watermark after Spark's micro-batch ``progress`` (epoch microseconds; MIN_TIME: none yet), as the
+    def _native_watermark(self, batch: int, reported: str | None) -> int:
+        """The watermark after Spark's micro-batch ``batch`` (epoch microseconds; MIN_TIME: none yet), as the
         custom path shows its own: the ``nextBatchWatermarkMs`` of the batch's entry in the checkpoint's commit
-        log. Spark's progress reports the watermark the batch ran with, one micro-batch behind (read in its place
-        if the commit log is out of this process's reach, as a Spark Connect server's may be)."""
-        commit = storage.join(self.location, "checkpoint", "commits", str(progress.batchId))
+        log. Spark's progress reports the watermark the batch ran with (``reported``), one micro-batch behind
+        (read in its place if the commit log is out of this process's reach, as a Spark Connect server's may be)."""
         try:
-            data = storage.read_bytes(commit)
+            data = storage.read_bytes(self._commits(str(batch)))
             millis = json.loads(data.decode("utf-8").split("\n", 1)[1])["nextBatchWatermarkMs"] if data else None
         except Exception:
             millis = None
         if millis is None:
-            text = (progress.get("eventTime") or {})["watermark"]  # UTC, milliseconds: 2024-01-01T00:00:05.000Z
-            moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+            if reported is None:
+                return MIN_TIME
+            moment = dt.datetime.fromisoformat(reported.replace("Z", "+00:00"))  # 2024-01-01T00:00:05.000Z
             millis = (moment - EPOCH) // dt.timedelta(milliseconds=1)
         return MIN_TIME if millis <= 0 else int(millis) * 1000  # Spark's 0: no watermark yet
+
+    def _commits(self, *name: str) -> str:
+        return storage.join(self.location, "checkpoint", "commits", *name)
+
+    def _last_commit(self) -> int:
+        """Spark's last committed micro-batch of the table's checkpoint (-1: none)."""
+        return max((int(n) for n in storage.listdir(self._commits()) if n.isdigit()), default=-1)
 
     def _last_progress(self) -> tuple[float | None, str | None]:
         """(input rows per second, start time) of Spark's last micro-batch of this query."""
