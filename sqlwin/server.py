@@ -204,6 +204,9 @@ class ServerHandle:
         if self._stopped.is_set():
             return
         self._stopped.set()
+        from sqlwin.streaming import registry
+
+        registry.disable()  # the tables end with the server's Spark: they stay running in it, none marked failed
         jvm = self.spark.sparkContext._jvm
         try:
             jvm.sqlwin.SqlwinParser.uninstall()
@@ -367,15 +370,26 @@ def resume_streaming_tables(spark: SparkSession) -> list[str]:
     """Keep a registry of the streaming tables this server runs (in its streaming root), and start again each one
     the registry says was running: in a session of its own, its streams' CREATE STREAM statements and then its own
     statement, which resume from its checkpoint (``sqlwin.streaming.registry``). A table that cannot start is
-    reported on stderr, one line in the statement's terms, and the others still start. Returns the messages."""
+    reported on stderr, one line in the statement's terms, and the others still start. A table the registry marks
+    failed is not started (it would fail again at every start): it is listed, failed with its error, until its
+    statement is run again (the cause fixed) or it is dropped. Returns the messages."""
     from sqlwin.pipeline import execute_statement
-    from sqlwin.streaming import registry
+    from sqlwin.streaming import catalog, registry
     from sqlwin.streaming.storage import streaming_root
 
     root = streaming_root(spark)
     registry.enable(root)
     messages = []
     for entry in registry.entries(root):
+        if entry.get("failed"):
+            failed = registry.FailedTable(spark, entry)
+            catalog.add_table(failed)
+            message = (f"streaming table {failed.name} not resumed: it failed: {failed.error} (fix the cause and run "
+                       f"its statement again, which resumes it from its checkpoint; or DROP STREAMING TABLE "
+                       f"{failed.name})")
+            print(f"sqlwin serve: {message}", file=sys.stderr, flush=True)
+            messages.append(message)
+            continue
         if not entry.get("running"):
             continue
         session = spark.newSession()
