@@ -204,6 +204,9 @@ class ServerHandle:
         if self._stopped.is_set():
             return
         self._stopped.set()
+        from sqlwin.streaming import registry
+
+        registry.disable()  # the tables end with the server's Spark: they stay running in it, none marked failed
         jvm = self.spark.sparkContext._jvm
         try:
             jvm.sqlwin.SqlwinParser.uninstall()
@@ -278,6 +281,17 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def hadoop_hive_conf(conf: dict[str, Any]) -> dict[str, Any]:
+    """``conf`` with each Hive setting (``hive.*``, sqlwin's and the user's) as ``spark.hadoop.hive.*``. Spark's
+    launcher (spark-submit) warns of every other key ("Warning: Ignoring non-Spark config property: hive...") though
+    the session gets it anyway; ``spark.hadoop.*`` is Spark's own way to Hadoop's configuration, from which Spark's
+    Hive client builds the HiveConf the Thrift server reads (its port, bind host, transport, authentication,
+    scratch and operation-log folders). A key given both ways keeps the ``hive.*`` one."""
+    out = {k: v for k, v in conf.items() if not k.startswith("hive.")}
+    out.update({f"spark.hadoop.{k}": v for k, v in conf.items() if k.startswith("hive.")})
+    return out
+
+
 def serve(host: str = "127.0.0.1", port: int = 10000, *, auth_user: str | None = None,
           auth_password: str | None = None, conf: dict[str, Any] | None = None,
           warehouse: str | None = None, metastore: str | None = None,
@@ -342,7 +356,7 @@ def serve(host: str = "127.0.0.1", port: int = 10000, *, auth_user: str | None =
     for key, sep in (("spark.sql.extensions", ","), ("spark.driver.extraClassPath", os.pathsep)):
         if user_conf.get(key):
             server_conf[key] = f"{user_conf[key]}{sep}{server_conf[key]}"
-    spark = local_session("sqlwin-server", {**user_conf, **server_conf})
+    spark = local_session("sqlwin-server", hadoop_hive_conf({**user_conf, **server_conf}))
     sc = spark.sparkContext
     jvm = sc._jvm
     if auth_user and auth_password:
@@ -367,15 +381,26 @@ def resume_streaming_tables(spark: SparkSession) -> list[str]:
     """Keep a registry of the streaming tables this server runs (in its streaming root), and start again each one
     the registry says was running: in a session of its own, its streams' CREATE STREAM statements and then its own
     statement, which resume from its checkpoint (``sqlwin.streaming.registry``). A table that cannot start is
-    reported on stderr, one line in the statement's terms, and the others still start. Returns the messages."""
+    reported on stderr, one line in the statement's terms, and the others still start. A table the registry marks
+    failed is not started (it would fail again at every start): it is listed, failed with its error, until its
+    statement is run again (the cause fixed) or it is dropped. Returns the messages."""
     from sqlwin.pipeline import execute_statement
-    from sqlwin.streaming import registry
+    from sqlwin.streaming import catalog, registry
     from sqlwin.streaming.storage import streaming_root
 
     root = streaming_root(spark)
     registry.enable(root)
     messages = []
     for entry in registry.entries(root):
+        if entry.get("failed"):
+            failed = registry.FailedTable(spark, entry)
+            catalog.add_table(failed)
+            message = (f"streaming table {failed.name} not resumed: it failed: {failed.error} (fix the cause and run "
+                       f"its statement again, which resumes it from its checkpoint; or DROP STREAMING TABLE "
+                       f"{failed.name})")
+            print(f"sqlwin serve: {message}", file=sys.stderr, flush=True)
+            messages.append(message)
+            continue
         if not entry.get("running"):
             continue
         session = spark.newSession()

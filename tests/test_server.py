@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from sqlwin.server import ServerProcess, compile_java, main
+from sqlwin.server import OWNER_FILE, SCRATCH_PREFIX, ServerProcess, compile_java, main
 from tests.servertools import shared_server
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -137,6 +137,13 @@ def test_listens_on_loopback_only(server: ServerProcess) -> None:
     sockets = _listening(_process_tree(server.proc.pid))
     assert server.port in {port for _, port in sockets}, sockets
     assert [s for s in sockets if not _is_loopback(s[0])] == [], sockets
+    # the Hive settings reach the Thrift server as spark.hadoop.hive.* (its port and bind host above, its
+    # operation logs in the server's scratch folder), not as hive.* keys that spark-submit warns it ignores
+    log = server.log_path.read_text()
+    assert "Ignoring non-Spark config property" not in log, log[:3000]
+    scratch = [f for f in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*")
+               if (f / OWNER_FILE).is_file() and (f / OWNER_FILE).read_text().strip() == str(server.proc.pid)]
+    assert len(scratch) == 1 and (scratch[0] / "operation_logs").is_dir(), scratch
 
 
 def _beeline(url: str, script: str, *extra: str) -> subprocess.CompletedProcess[str]:

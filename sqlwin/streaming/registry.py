@@ -9,10 +9,17 @@ depend on, and whether it runs. ``STOP STREAMING TABLE`` marks it stopped, ``DRO
 a server that stops or dies leaves it running, so the next server resumes it: the same statements on the same
 folders, which resume from the table's checkpoint with nothing lost or counted twice
 (``sqlwin.streaming.tables``). Only a server keeps a registry (``enable``): a script's tables end with its run.
+
+A table whose query fails is marked failed (``watch``: its status as ``SHOW STREAMING TABLES`` showed it, the error
+in the statement's terms), as Flink keeps a failed job FAILED until the user acts: a server started again does
+not start it (it would fail again at every start) but lists it, failed, with that error (``FailedTable``). Its
+statement run again (the cause fixed) resumes it from its checkpoint and records it anew, unmarked.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import threading
 from typing import Any
 
@@ -60,6 +67,71 @@ def record(spark: Any, name: str, statement: str, streams: list[str], folders: l
     with _lock:
         storage.write_json(_file(_root, name), {"name": name, "statement": statement, "streams": streams,
                                                "conf": conf, "folders": folders, "running": True})
+
+
+def watch(table: Any) -> None:
+    """Once the query of ``table`` (a ``StreamingTable`` just started and recorded) fails, mark it failed: a
+    thread of its own waits for the query's end (no Spark listener: nothing runs per micro-batch)."""
+    if _root is None or table.query is None:
+        return
+    threading.Thread(target=_await_failure, args=(table,), name=f"sqlwin-registry-{table.name}",
+                     daemon=True).start()
+
+
+def _await_failure(table: Any) -> None:
+    with contextlib.suppress(Exception):  # the query failed (its status says how), or the server stops under the wait
+        table.query.awaitTermination()
+    if _root is None:  # the server stops: its queries end with its Spark, which is no failure of theirs
+        return
+    try:
+        status = table.status()
+    except Exception:  # Spark is gone: the server stops
+        return
+    if status.status == "failed":
+        mark_failed(table, status)
+
+
+def mark_failed(table: Any, status: Any) -> None:
+    """Table ``table`` failed with ``status`` (its ``Status``): a server started again lists it, not starts it.
+    Nothing if the registry no longer runs it (dropped, or started again since: its new entry stays unmarked)."""
+    from sqlwin.streaming import catalog
+
+    with _lock:
+        if _root is None or catalog.find_table(table.name) is not table:
+            return
+        entry = storage.read_json(_file(_root, table.name))
+        if entry is not None:
+            storage.write_json(_file(_root, table.name), {**entry, "failed": dataclasses.asdict(status)})
+
+
+class FailedTable:
+    """A table the registry marks failed, in a server started again: not started, and listed by SHOW STREAMING
+    TABLES as its failed query showed it (status ``failed``, its counters and its error). Its statement run again
+    replaces it (``StreamingTable.start`` replaces a table that does not run); DROP STREAMING TABLE forgets it."""
+
+    def __init__(self, spark: Any, entry: dict):
+        self.name: str = entry["name"]
+        self.spark = spark
+        self.shown: dict = entry.get("failed") or {}
+
+    @property
+    def is_active(self) -> bool:
+        return False
+
+    @property
+    def error(self) -> str:
+        return str(self.shown.get("error") or "failed")
+
+    def status(self) -> Any:
+        from sqlwin.streaming.tables import Status
+
+        shown = {f.name: self.shown.get(f.name) for f in dataclasses.fields(Status) if f.name in self.shown}
+        counters = {"micro_batches": 0, "rows_in": 0, "watermark": None, "state_rows": 0, "open_windows": 0,
+                    "late_rows_dropped": 0, "path": ""}
+        return Status(**{**counters, **shown, "name": self.name, "status": "failed", "error": self.error})
+
+    def stop(self) -> None:  # nothing runs
+        pass
 
 
 def set_running(name: str, running: bool) -> None:

@@ -196,6 +196,7 @@ def _execute(spark: Any, text: str, plan: object) -> StatementResult:
     registry.record(spark, table.name, text, [t for t in (catalog.stream_text(spark, s) for s in
                                                            streams_read(spark, query)) if t is not None],
                     list(table.folders().values()))
+    registry.watch(table)  # a failure marks it failed: a server started again lists it, does not start it
     if isinstance(plan, st.CreateStreamingTable):
         return StatementResult(text, message=f"streaming table {table.name} started ({table.path} path: {table.why})")
     return StatementResult(text, message=f"streaming insert into {table.name} started ({table.path} path)")
@@ -443,6 +444,8 @@ def drop_table(spark: Any, name: str, purge: bool, text: str = "") -> str:
         catalog.remove_table(table.name)
         views += [sink.catalog_view[0] for sink in table.outputs() if sink.catalog_view is not None]
         folders += table.folders().values()
+    elif table is not None:  # a table a server's registry marked failed, listed but not started
+        catalog.remove_table(table.name)
     database = tableviews.current_database(spark)
     for view, entry in tableviews.entries_of(spark, database, name):
         views.append(tableviews.qualified(database, view))
