@@ -109,6 +109,7 @@ def test_killed_server_resumes_every_running_table_exactly_once(tmp_path: Path) 
         feeder.write(BATCHES[1])  # W -> 10: [0, 10) fires
         poll(cursor, PANES.format("resumed"), ON_TIME_0)
         poll(cursor, PANES.format("resumed_native"), NATIVE[:2])
+        poll_rows_in(cursor, "resumed_native", sum(map(len, BATCHES[:2])))  # and its counters kept
         deadline = time.monotonic() + 240
         while "failed" not in json.loads((registry / "failing.json").read_text()):  # the failure recorded
             assert time.monotonic() < deadline, bench.fetch(cursor, "SHOW STREAMING TABLES")
@@ -149,6 +150,7 @@ def test_killed_server_resumes_every_running_table_exactly_once(tmp_path: Path) 
         feeder.write(BATCHES[4])  # a@8: past the lateness, dropped to the late rows
         poll(cursor, "SELECT k, v, ts, window_start, reason FROM resumed_late", [("a", 7, at(8), at(0), "late")])
         poll(cursor, PANES.format("resumed_native"), NATIVE)
+        poll_rows_in(cursor, "resumed_native", sum(map(len, BATCHES[:5])))  # counted on from the first server's
         poll(cursor, PANES.format("failing"), NATIVE)  # BATCHES[0]'s rows once, not read again
         assert shown(cursor)["failing"] == ("running", "native")
         cursor.execute("DROP STREAMING TABLE failing")
