@@ -378,15 +378,8 @@ def start_spark(conf: dict[str, str] | None = None) -> SparkSession:
     from sqlwin.diagnostics import spark_error_loggers
     from sqlwin.session import local_session
 
-    conf = dict(conf or {})
-    # spark-submit keeps only spark.* keys and warns of any other ("Warning: Ignoring non-Spark config property:
-    # sqlwin.streaming.dir"), although the session then has it: sqlwin's own settings go to the session instead
-    session_conf = {k: v for k, v in conf.items() if not k.startswith("spark.")}
-    try:
-        spark = local_session("sqlwin-cli", conf=quiet_spark_conf({k: v for k, v in conf.items()
-                                                                    if k not in session_conf}))
-        for key, value in session_conf.items():
-            spark.conf.set(key, value)
+    try:  # sqlwin's own settings (sqlwin.streaming.dir) too: local_session keeps them from spark-submit's warning
+        spark = local_session("sqlwin-cli", conf=quiet_spark_conf(dict(conf or {})))
     except Exception as exc:
         if os.environ.get("SQLWIN_DEBUG"):
             raise

@@ -46,12 +46,31 @@ def local_session(app_name: str = "sqlwin", conf: dict[str, Any] | None = None,
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName(app_name).master(master or os.environ.get("SQLWIN_MASTER", "local[2]"))
-    for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
-        builder = builder.config(key, str(value))
+    master = master or os.environ.get("SQLWIN_MASTER", "local[2]")
+    settings = {k: str(v) for k, v in {**DEFAULT_CONF, **(conf or {})}.items()}
+    _launch_jvm({"spark.master": master, "spark.app.name": app_name, **settings})
+    builder = SparkSession.builder.appName(app_name).master(master)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("SQLWIN_SPARK_LOG_LEVEL", "ERROR"))
     from sqlwin.api import register
 
     register(spark)
     return spark
+
+
+def _launch_jvm(settings: dict[str, str]) -> None:
+    """Start Spark's JVM (if this process has none yet) with the ``spark.*`` settings only. pyspark hands every
+    setting to spark-submit, which drops each other key with "Warning: Ignoring non-Spark config property" on
+    stderr (sqlwin's own ``sqlwin.streaming.dir``, Hive's ``hive.*``), although the SparkContext made next gets
+    them all, and so does every session of it (a Thrift server's JDBC connections too)."""
+    from pyspark import SparkConf, SparkContext
+
+    if SparkContext._gateway is not None:
+        return
+    launch = SparkConf(loadDefaults=False)
+    for key, value in settings.items():
+        if key.startswith("spark."):
+            launch.set(key, value)
+    SparkContext._ensure_initialized(conf=launch)

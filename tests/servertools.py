@@ -31,7 +31,10 @@ def shared_server(config: pytest.Config) -> ServerProcess:
         config.add_cleanup(lambda: shutil.rmtree(root, ignore_errors=True))
         # it runs for most of the suite, a stream of small queries like the test session's: the same JIT settings
         # (tests/proctools.py, SESSION_JVM; test_server.py + test_diagnostics.py, run alone: 186 -> 158 core-s)
-        server = ServerProcess(env={"SQLWIN_STREAMING_DIR": root, "SPARK_SUBMIT_OPTS": SESSION_JVM}).start()
+        # the root as the README's setting, which every JDBC connection's session must see (no environment
+        # variable to fall back on): test_server.py's test_listens_on_loopback_only reads it back
+        server = ServerProcess(args=["--conf", f"sqlwin.streaming.dir={root}"],
+                               env={"SQLWIN_STREAMING_DIR": "", "SPARK_SUBMIT_OPTS": SESSION_JVM}).start()
         config.add_cleanup(server.stop)
         config._sqlwin_server = server
     return server

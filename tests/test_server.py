@@ -140,7 +140,10 @@ def test_listens_on_loopback_only(server: ServerProcess) -> None:
     # the Hive settings reach the Thrift server as spark.hadoop.hive.* (its port and bind host above, its
     # operation logs in the server's scratch folder), not as hive.* keys that spark-submit warns it ignores
     log = server.log_path.read_text()
-    assert "Ignoring non-Spark config property" not in log, log[:3000]
+    assert "Ignoring non-Spark config property" not in log, log[:3000]  # nor of sqlwin's own settings:
+    cursor = bench.connect(server.host, server.port).cursor()  # each connection's session has them
+    cursor.execute("SET sqlwin.streaming.dir")
+    assert cursor.fetchall() == [("sqlwin.streaming.dir", server.args[1].split("=", 1)[1])]
     scratch = [f for f in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*")
                if (f / OWNER_FILE).is_file() and (f / OWNER_FILE).read_text().strip() == str(server.proc.pid)]
     assert len(scratch) == 1 and (scratch[0] / "operation_logs").is_dir(), scratch
