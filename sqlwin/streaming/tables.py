@@ -92,6 +92,7 @@ class StreamingTable:
         self.restart_query: Callable[[], Any] | None = None  # the custom path's writer, started again
         self._asked_at_start = 0
         self._native = ProgressTotals()  # native path: Spark's progress reports summed (sqlwin.streaming.progress)
+        self._stopped_running = False  # stop() ended a running query (see there)
 
     # -- life cycle -----------------------------------------------------------------------------
     def start(self) -> StreamingTable:
@@ -128,6 +129,10 @@ class StreamingTable:
         """Stop the query. A custom-path micro-batch it interrupts ends uncommitted and runs again on restart
         (``sqlwin.streaming.stopping``); the sink's views then show every committed micro-batch."""
         if self.query is not None:
+            # an error the stop itself causes is no failure: Spark takes an interrupt for a stop only where it is
+            # the exception itself (a listing of a viewfs folder over the local file system, cut by the stop,
+            # ends the query with Hadoop's "Error while running command to get file permissions")
+            self._stopped_running = self._stopped_running or self.query.isActive
             with self.stop_gate.closed():
                 self.query.stop()
         if self.operator is not None and self.operator.ticks is not None:
@@ -191,7 +196,7 @@ class StreamingTable:
     # -- status -------------------------------------------------------------------------------
     def status(self) -> Status:
         q = self.query
-        failed = q is not None and q.exception() is not None
+        failed = q is not None and not self._stopped_running and q.exception() is not None
         state = "failed" if failed else "running" if self.is_active else "stopped"
         error = str(runtime_failure(q.exception(), self.shape.text)) if failed else None
         if self.operator is not None:
