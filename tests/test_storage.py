@@ -41,6 +41,27 @@ def base(request, spark, tmp_path) -> str:
     return mount(spark, tmp_path / "mounted") if request.param == "viewfs" else str(tmp_path / "plain")
 
 
+def test_a_plain_path_is_on_the_default_file_system(spark, tmp_path) -> None:
+    """A path without a scheme names a file of Hadoop's default file system (``fs.defaultFS``), as Spark reads
+    it: a cluster's HDFS, here a mount. Read once per SparkContext (a process may start another, on another)."""
+    from pyspark import SparkContext
+
+    uri = mount(spark, tmp_path / "m")
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    before = conf.get("fs.defaultFS")
+    context = SparkContext._active_spark_context
+    conf.set("fs.defaultFS", uri.rsplit("/", 1)[0] + "/")
+    storage._DEFAULT_SCHEME.pop(context, None)  # as a context started with it
+    try:
+        assert storage.qualify("/data/ck") == f"{uri}/ck" and not storage.is_local("/data/ck")
+        storage.write_json("/data/ck/x.json", {"a": 1})
+        assert storage.read_json(f"{uri}/ck/x.json") == {"a": 1} and (tmp_path / "m" / "ck" / "x.json").is_file()
+    finally:
+        conf.set("fs.defaultFS", before)
+        storage._DEFAULT_SCHEME.pop(context, None)
+    assert storage.is_local("/data/ck") and storage.qualify("/data/ck") == "/data/ck"
+
+
 def test_uris_are_kept_as_given(spark, tmp_path, monkeypatch) -> None:
     uri = mount(spark, tmp_path / "m")
     assert storage.qualify(uri) == uri and not storage.is_local(uri)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import weakref
 from typing import Any
 from urllib.parse import urlparse
 
@@ -421,7 +422,9 @@ class HadoopFiles:
 
 
 _LOCAL: ArrowFiles | None = None
-_DEFAULT_SCHEME: dict[int, str] = {}  # per SparkContext: fs.defaultFS is read when a context starts
+# per SparkContext (a process may stop one and start another with another fs.defaultFS; the JVM view is the
+# same for both): read once a context, as a context's file systems are
+_DEFAULT_SCHEME: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _files(uri: str) -> ArrowFiles | HadoopFiles:
@@ -460,8 +463,11 @@ def _conf(jvm: Any) -> Any:
 
 
 def _default_scheme(jvm: Any) -> str:
-    key = id(jvm)
-    if key not in _DEFAULT_SCHEME:
+    from pyspark import SparkContext
+
+    context = SparkContext._active_spark_context
+    known = _DEFAULT_SCHEME.get(context)
+    if known is None:
         uri = jvm.org.apache.hadoop.fs.FileSystem.getDefaultUri(_conf(jvm))
-        _DEFAULT_SCHEME[key] = str(uri.getScheme() or "file").lower()
-    return _DEFAULT_SCHEME[key]
+        known = _DEFAULT_SCHEME[context] = str(uri.getScheme() or "file").lower()
+    return known
