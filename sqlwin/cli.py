@@ -541,8 +541,7 @@ def position(source: Source, start: tuple[int, int] | None, statement: str) -> s
     """``file:line:col`` (1-based) of the statement's first token in its source (``file`` alone if unknown)."""
     if start is None:
         return source.name
-    lead = re.match(r"(?:\s+|--[^\n]*|/\*.*?\*/)*", statement, re.DOTALL)
-    offset = lead.end() if lead else 0
+    offset = _lead(statement)
     lines = statement.count("\n", 0, offset)
     col = offset - (statement.rfind("\n", 0, offset) + 1) + (start[1] if lines == 0 else 0)
     return f"{source.name}:{start[0] + 1 + lines}:{col + 1}"
@@ -550,5 +549,10 @@ def position(source: Source, start: tuple[int, int] | None, statement: str) -> s
 
 def leading_lines(statement: str) -> int:
     """How many lines of comments and blanks come before the statement's first token."""
+    return statement.count("\n", 0, _lead(statement))
+
+
+def _lead(statement: str) -> int:
+    """The length of the comments and blanks before the statement's first token."""
     lead = re.match(r"(?:\s+|--[^\n]*|/\*.*?\*/)*", statement, re.DOTALL)
-    return statement.count("\n", 0, lead.end()) if lead else 0
+    return lead.end() if lead else 0

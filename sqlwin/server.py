@@ -281,17 +281,6 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def hadoop_hive_conf(conf: dict[str, Any]) -> dict[str, Any]:
-    """``conf`` with each Hive setting (``hive.*``, sqlwin's and the user's) as ``spark.hadoop.hive.*``. Spark's
-    launcher (spark-submit) warns of every other key ("Warning: Ignoring non-Spark config property: hive...") though
-    the session gets it anyway; ``spark.hadoop.*`` is Spark's own way to Hadoop's configuration, from which Spark's
-    Hive client builds the HiveConf the Thrift server reads (its port, bind host, transport, authentication,
-    scratch and operation-log folders). A key given both ways keeps the ``hive.*`` one."""
-    out = {k: v for k, v in conf.items() if not k.startswith("hive.")}
-    out.update({f"spark.hadoop.{k}": v for k, v in conf.items() if k.startswith("hive.")})
-    return out
-
-
 def serve(host: str = "127.0.0.1", port: int = 10000, *, auth_user: str | None = None,
           auth_password: str | None = None, conf: dict[str, Any] | None = None,
           warehouse: str | None = None, metastore: str | None = None,
@@ -356,7 +345,7 @@ def serve(host: str = "127.0.0.1", port: int = 10000, *, auth_user: str | None =
     for key, sep in (("spark.sql.extensions", ","), ("spark.driver.extraClassPath", os.pathsep)):
         if user_conf.get(key):
             server_conf[key] = f"{user_conf[key]}{sep}{server_conf[key]}"
-    spark = local_session("sqlwin-server", hadoop_hive_conf({**user_conf, **server_conf}))
+    spark = local_session("sqlwin-server", {**user_conf, **server_conf})
     sc = spark.sparkContext
     jvm = sc._jvm
     if auth_user and auth_password:

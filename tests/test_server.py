@@ -137,8 +137,8 @@ def test_listens_on_loopback_only(server: ServerProcess) -> None:
     sockets = _listening(_process_tree(server.proc.pid))
     assert server.port in {port for _, port in sockets}, sockets
     assert [s for s in sockets if not _is_loopback(s[0])] == [], sockets
-    # the Hive settings reach the Thrift server as spark.hadoop.hive.* (its port and bind host above, its
-    # operation logs in the server's scratch folder), not as hive.* keys that spark-submit warns it ignores
+    # the Hive settings reach the Thrift server (its port and bind host above, its operation logs in the server's
+    # scratch folder), and spark-submit, which gets only the spark.* ones (sqlwin.session), warns of none
     log = server.log_path.read_text()
     assert "Ignoring non-Spark config property" not in log, log[:3000]  # nor of sqlwin's own settings:
     cursor = bench.connect(server.host, server.port).cursor()  # each connection's session has them

@@ -58,18 +58,18 @@ class BatchInput:
                                for i, s in enumerate(self.streams)]
 
 
-def observed_statistics(rows: Any, stats: list) -> tuple[Any, Any]:
-    """(a branch without rows, to union beside a micro-batch's partial rows; the ``Observation`` of ``stats``
-    over ``rows``, taken as that job reads them). ``rows.agg(*stats)`` in the union instead would shuffle to
-    one partition: one more stage, and under adaptive execution one more Spark job, per micro-batch. The
-    branch's condition is never true, and neither folded nor rewritten (``rand() < 0`` is, which removes the
-    observation with it)."""
+def with_statistics(frame: Any, rows: Any, stats: list) -> tuple[Any, Any]:
+    """(``frame`` and a branch without rows, the ``Observation`` of ``stats`` over a micro-batch's ``rows``): the
+    statistics are taken as the job that reads ``frame`` reads the rows. ``rows.agg(*stats)`` in the union instead
+    would shuffle to one partition: one more stage, and under adaptive execution one more Spark job, per
+    micro-batch. The branch's condition is never true, and neither folded nor rewritten (``rand() < 0`` is, which
+    removes the observation with it); it adds the always-NULL column ``__summary``."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     observation = Observation()
     branch = rows.observe(observation, *stats).where(F.spark_partition_id() < 0)
-    return branch.select(F.lit(True).alias("__summary")), observation
+    return frame.unionByName(branch.select(F.lit(True).alias("__summary")), allowMissingColumns=True), observation
 
 
 def watermark_value(stream: Any, time_column: str | None, columns: list[str]) -> Any:

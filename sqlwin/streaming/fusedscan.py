@@ -8,21 +8,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlwin.streaming.batchinput import observed_statistics
+from sqlwin.streaming.batchinput import with_statistics
 from sqlwin.streaming.context import OperatorContext
 
 
 class FusedScan:
     """The one Spark job that reads a data micro-batch with partial-aggregate state: the partial rows (one per
     group), collected as Arrow, and the statistics ``stats`` over the micro-batch's ``rows``, observed as the job
-    reads them (``observed_statistics``). The partial rows the state keeps are then written from that Arrow
+    reads them (``with_statistics``). The partial rows the state keeps are then written from that Arrow
     table; where a column's type does not round-trip through pyarrow's parquet (the operator's ``arrow_rows``),
     Spark writes them from the persisted result."""
 
     def __init__(self, op: OperatorContext, partials: Any, rows: Any, stats: list):
         self.op = op
-        branch, observation = observed_statistics(rows, stats)
-        frame = partials.unionByName(branch, allowMissingColumns=True)
+        frame, observation = with_statistics(partials, rows, stats)
         # persisted, not checkpointed, when Spark reads it again: released at once, not when the driver's GC runs
         self.frame = frame if op.arrow_rows else frame.persist()
         # written by Spark, the partial columns stay there (a type pyarrow's parquet cannot keep may have no Arrow form)

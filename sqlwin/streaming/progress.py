@@ -22,6 +22,7 @@ from typing import Any
 from sqlwin.streaming import storage
 
 KEEP = 10  # totals files kept: those of the last micro-batches (older ones are removed every KEEP micro-batches)
+KEPT = ("last_batch", "micro_batches", "rows_in", "dropped", "state_rows", "watermark_batch", "watermark_text")
 
 
 def _get(obj: Any, name: str) -> Any:
@@ -58,8 +59,7 @@ class ProgressTotals:
             kept = storage.read_json(storage.join(self.folder, f"{batch}.json"))
             if kept is not None:  # else torn by a crash: the one before
                 with self._lock:
-                    for name in ("last_batch", "micro_batches", "rows_in", "dropped", "state_rows",
-                                 "watermark_batch", "watermark_text"):
+                    for name in KEPT:
                         setattr(self, name, kept[name])
                 return
 
@@ -88,10 +88,7 @@ class ProgressTotals:
         if self.folder is None:
             return
         batch = self.last_batch
-        storage.write_json(storage.join(self.folder, f"{batch}.json"),
-                           {"last_batch": batch, "micro_batches": self.micro_batches, "rows_in": self.rows_in,
-                            "dropped": self.dropped, "state_rows": self.state_rows,
-                            "watermark_batch": self.watermark_batch, "watermark_text": self.watermark_text})
+        storage.write_json(storage.join(self.folder, f"{batch}.json"), {name: getattr(self, name) for name in KEPT})
         if batch % KEEP == 0:
             for name in storage.listdir(self.folder):
                 if name.endswith(".json") and name[:-5].isdigit() and int(name[:-5]) <= batch - KEEP:

@@ -93,6 +93,7 @@ class StreamingTable:
         self._asked_at_start = 0
         self._native = ProgressTotals()  # native path: Spark's progress reports summed (sqlwin.streaming.progress)
         self._stopped_running = False  # stop() ended a running query (see there)
+        self._watermark_read: tuple[int | None, int] = (None, MIN_TIME)  # native path: (micro-batch, its watermark)
 
     # -- life cycle -----------------------------------------------------------------------------
     def start(self) -> StreamingTable:
@@ -211,8 +212,10 @@ class StreamingTable:
         totals.add_all(q.recentProgress if q is not None else [])  # on Spark Connect, the only reports it sees
         watermark = None
         if totals.watermark_batch is not None:
-            micros = self._native_watermark(totals.watermark_batch, totals.watermark_text)
-            watermark = shown_timestamp(self.spark, micros)
+            if self._watermark_read[0] != totals.watermark_batch:  # its commit file read once, not at every status
+                self._watermark_read = (totals.watermark_batch,
+                                        self._native_watermark(totals.watermark_batch, totals.watermark_text))
+            watermark = shown_timestamp(self.spark, self._watermark_read[1])
         return Status(self.name, state, self.path, totals.micro_batches, totals.rows_in, watermark,
                       totals.state_rows, totals.state_rows, totals.dropped, error, *self._last_progress())
 

@@ -16,7 +16,7 @@ from typing import Any
 from sqlwin.core.panes import DROP_CLOSED, DROP_LATE, MIN_TIME, PaneDriver, WindowKey
 from sqlwin.streaming import storage
 from sqlwin.streaming.assigner import Scanner, WindowAssigner, records_of
-from sqlwin.streaming.batchinput import observed_statistics
+from sqlwin.streaming.batchinput import with_statistics
 from sqlwin.streaming.context import PaneEngine
 from sqlwin.streaming.engines import ColumnarEngine, WindowStates
 from sqlwin.streaming.fusedscan import FusedScan
@@ -54,24 +54,26 @@ class TimeWindowAssigner(WindowAssigner):
         that cache and the dropped ones, if any, go to LATE ROWS TO. Two Spark jobs read a data micro-batch
         where ``_read`` and ``assign_rows`` took three."""
         stats = self.op.input.register(data, processing_time)
-        statistics, accepted = self._store_rows(spark, batch, watermark, observed_statistics(data, stats))
+        statistics, accepted = self._store_rows(spark, batch, watermark, (data, stats))
         count, max_ts = self.op.input.statistics(statistics)
         return count, max_ts, accepted
 
     def _store_rows(self, spark: Any, batch: int, watermark: int,
                     observed: tuple | None = None) -> tuple[dict[str, Any], dict[WindowKey, int]]:
-        """Assign, classify and store the rows of the micro-batch's views; returns (the statistics ``observed``
-        (``observed_statistics``) as the counts' job reads them; the new-row counts per window)."""
+        """Assign, classify and store the rows of the micro-batch's views; returns (the statistics ``observed``:
+        (rows, stats) of ``with_statistics``, taken as the counts' job reads the rows; the new-row counts per
+        window)."""
         from pyspark.sql import functions as F
 
         op = self.op
         annotated = self._annotate(spark, batch, watermark, op.panes.closed()).persist()
         try:
             counts = annotated.groupBy("__key", "__ws", "__we", "__status").count()
+            observation = None
             if observed is not None:
-                counts = counts.unionByName(observed[0], allowMissingColumns=True)
+                counts, observation = with_statistics(counts, *observed)
             counts = records_of(counts)
-            statistics = observed[1].get if observed is not None else {}
+            statistics = observation.get if observation is not None else {}
             accepted = {(r["__key"], r["__ws"], r["__we"]): r["count"] for r in counts if r["__status"] is None}
             dropped = sum(r["count"] for r in counts if r["__status"] is not None)
             if accepted:
@@ -210,13 +212,12 @@ class TimeWindowAssigner(WindowAssigner):
 
         op = self.op
         stats, annotated, grouped = self._partials(spark, data, batch, watermark, processing_time)
-        branch, statistics = observed_statistics(data, stats)
+        frame, statistics = with_statistics(grouped, data, stats)
         kept, dropped = F.col("__status").isNull(), F.col("__status").isNotNull()
         observation = Observation()
-        frame = grouped.unionByName(branch, allowMissingColumns=True) \
-            .observe(observation, F.count_if(kept).alias("__windows"),
-                     F.sum(F.when(kept, F.col("__n"))).alias("__accepted"),
-                     F.sum(F.when(dropped, F.col("__n"))).alias("__dropped"))
+        frame = frame.observe(observation, F.count_if(kept).alias("__windows"),
+                              F.sum(F.when(kept, F.col("__n"))).alias("__accepted"),
+                              F.sum(F.when(dropped, F.col("__n"))).alias("__dropped"))
         own = {"__mb": F.lit(batch).cast("bigint"), "__present": F.lit(True)}
         columns = [own[c].alias(c) if c in own else F.col(f"`{c}`") for c in op.rows_schema.fieldNames()]
         path = op.store.rows_path(batch)
