@@ -643,6 +643,25 @@ def test_query_watermark_is_the_minimum_and_idle_streams_do_not_hold_back():
     assert restored.to_dict() == w.to_dict()
 
 
+def test_a_window_joins_sides_combine_and_an_idle_side_is_lifted():
+    """A window join's watermark (``combined``): the smallest of its sides' that are not idle, the largest if all
+    are; a side that brought no row is idle once its IDLE TIMEOUT passed since its first micro-batch
+    (``idle_from``), and is lifted to the join's watermark, never below what it had."""
+    from sqlwin.core.panes import QueryWatermark, combined
+
+    assert combined([(10, False), (MIN_TIME, True)]) == 10
+    assert combined([(10, False), (4, False)]) == 4
+    assert combined([(10, True), (4, True)]) == 10
+    quiet = QueryWatermark([WatermarkTracker(delay=0, idle_timeout=60)])
+    assert quiet.idle_from() is None  # not started
+    assert quiet.after_batch([None], processing_time=100) == MIN_TIME
+    assert (quiet.idle_from(), quiet.all_idle(159), quiet.all_idle(160)) == (160, False, True)
+    assert quiet.lift(500) == 500 and quiet.lift(400) == 500  # never backwards
+    assert quiet.after_batch([450], processing_time=170) == 500  # its own rows below it do not move it back
+    assert (quiet.idle_from(), quiet.all_idle(200)) == (230, False)  # idle counted from its last row again
+    assert QueryWatermark([WatermarkTracker(delay=0)]).idle_from() is None  # no IDLE TIMEOUT: never idle
+
+
 def test_watermark_following_the_clock():
     """GRAMMAR 3, PROCTIME() - lag: the watermark in force for a micro-batch at processing time p is p - lag,
     whatever its rows say; never backwards; a window ending at e closes at processing time e + lag."""

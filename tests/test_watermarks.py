@@ -356,3 +356,121 @@ def test_an_idle_replay_stream_closes_the_windows_of_a_join_and_a_cascade_before
         assert (joined, cascade) == ([(start, 1, 10, "ON_TIME", True)], [(start, 11, 1, "ON_TIME", True)])
     finally:
         catalog.drop_stream(spark, "idle2_s")
+
+
+# a window join of two streams, one of which (payments) brings no row until 10:20: orders at 10:00 (ts 08:01),
+# 10:05 (08:12) and 10:30 (08:25); payments at 10:20 (08:05, 08:15). WATERMARK FOR ts AS ts on both; payments
+# WITH IDLE TIMEOUT 1 minute (or not)
+ORDERS = [(1, "10:00", "08:01", 1), (2, "10:05", "08:12", 2), (4, "10:30", "08:25", 4)]
+PAYMENTS = [(3, "10:20", "08:05", 10), (3, "10:20", "08:15", 20)]
+QUIET_JOIN = """SELECT O.ws, O.n AS orders, P.n AS payments
+FROM (SELECT window_start AS ws, window_end AS we, SUM(v) AS n
+      FROM TUMBLE(TABLE {o}, DESCRIPTOR(ts), INTERVAL '10' MINUTES) GROUP BY window_start, window_end) O
+LEFT JOIN (SELECT window_start AS ws, window_end AS we, SUM(v) AS n
+      FROM TUMBLE(TABLE {p}, DESCRIPTOR(ts), INTERVAL '10' MINUTES) GROUP BY window_start, window_end
+      LATE ROWS TO {late}) P
+ON O.ws = P.ws AND O.we = P.we"""
+JOIN_PANE = ["ws", "orders", "payments", "pane_timing", "is_final"]
+LATE_ROW = ["v", "window_start", "watermark", "reason"]
+
+
+def quiet_at(hhmm: str) -> dt.datetime:
+    return dt.datetime(2020, 4, 15, int(hhmm[:2]), int(hhmm[3:]))
+
+
+# Hand-worked, idle: payments is idle from 10:01 (its IDLE TIMEOUT since the query's first micro-batch, 10:00), so
+# the join follows orders alone: at 10:05 orders' W 08:12 passes [08:00, 08:10), joined without payments (LEFT:
+# NULL), and payments' W is lifted to the join's, 08:12. Its row at 10:20 for [08:00, 08:10) (08:05) is its late
+# row (W 08:12); 08:15 is on time. Idle again from 10:21, payments' W follows the clock to 08:20 at 10:25 (GRAMMAR
+# 3: max(d, e - max_ts + delay) after its last row) and the join waits for orders' W (08:25 at 10:30) to join
+# [08:10, 08:20). The end of the input joins [08:20, 08:30).
+QUIET_IDLE = [(quiet_at("08:00"), 1, None, "ON_TIME", True), (quiet_at("08:10"), 2, 20, "ON_TIME", True)]
+QUIET_IDLE_END = [(quiet_at("08:20"), 4, None, "ON_TIME", True)]
+QUIET_IDLE_LATE = [(10, quiet_at("08:00"), quiet_at("08:12"), "late")]
+# without the timeout the join waits for payments' first rows: both on time
+QUIET_WAITING = [(quiet_at("08:00"), 1, 10, "ON_TIME", True), (quiet_at("08:10"), 2, 20, "ON_TIME", True),
+                 (quiet_at("08:20"), 4, None, "ON_TIME", True)]
+
+
+def quiet_tables(spark) -> None:
+    for name, rows in (("quiet_orders", ORDERS), ("quiet_payments", PAYMENTS)):
+        values = ", ".join(f"({seq}, TIMESTAMP'2020-04-15 {pt}:00', TIMESTAMP'2020-04-15 {t}:00', {v})"
+                           for seq, pt, t, v in rows)
+        spark.sql(f"SELECT * FROM VALUES {values} AS t(seq, pt, ts, v)").createOrReplaceTempView(name)
+
+
+@pytest.mark.parametrize("idle", [True, False])
+def test_a_window_join_goes_on_without_a_side_that_is_idle_before_its_first_row(spark, idle):
+    """GRAMMAR 3 (an idle stream does not hold the others back) in a window join: a side whose stream has brought
+    no row is idle once its IDLE TIMEOUT passed since the query started, and the join's watermark is then the
+    other side's; the idle side's watermark is lifted to the join's, so its rows for windows the join already
+    emitted are its late rows (LATE ROWS TO), never a second pane of a window whose other side is gone.
+    Replayed on the PROCESSING TIME BY clock, against the hand-worked panes above."""
+    quiet_tables(spark)
+    timeout = " WITH IDLE TIMEOUT INTERVAL '1' MINUTE" if idle else ""
+    replay = "FROM TABLE {t} ARRIVAL ORDER BY seq MICRO BATCH BY seq PROCESSING TIME BY pt WATERMARK FOR ts AS ts"
+    sqlwin.sql(spark, "CREATE STREAM quiet_o " + replay.format(t="quiet_orders"))
+    sqlwin.sql(spark, "CREATE STREAM quiet_p " + replay.format(t="quiet_payments") + timeout)
+    try:
+        joined = sqlwin.sql(spark, QUIET_JOIN.format(o="quiet_o", p="quiet_p", late="quiet_late"))
+        late = rows_of(spark.table("quiet_late"), LATE_ROW)
+        if idle:
+            assert (rows_of(joined, JOIN_PANE), late) == ([*QUIET_IDLE, *QUIET_IDLE_END], QUIET_IDLE_LATE)
+        else:
+            assert (rows_of(joined, JOIN_PANE), late) == (QUIET_WAITING, [])
+    finally:
+        catalog.drop_stream(spark, "quiet_o")
+        catalog.drop_stream(spark, "quiet_p")
+
+
+@pytest.mark.slow
+def test_a_live_window_join_goes_on_without_an_idle_side_as_replay_does(spark, tmp_path):
+    """The same two streams live, each row a file at its processing time on the test's clock
+    (``start_table(clock=...)``): the join emits [08:00, 08:10) at 10:05 without payments, payments' row for it
+    at 10:20 is its late row, and the micro-batches a quiet payments stream asks for (10:21, when it is idle
+    again; 10:25, when its watermark reaches 08:20: empty files at those times) lead to the replay's panes."""
+    from sqlwin.pipeline import compile_statement
+    from sqlwin.streaming.statements import start_table
+    from tests.test_transcripts_spark import ManualClock
+
+    feeders = {}
+    for name in ("quiet_live_o", "quiet_live_p"):
+        feeders[name] = Feeder(tmp_path / name)
+        timeout = " WITH IDLE TIMEOUT INTERVAL '1' MINUTE" if name.endswith("p") else ""
+        sqlwin.sql(spark, f"CREATE STREAM {name} (v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts) USING json "
+                          f"OPTIONS (path '{feeders[name].folder}'){timeout}")
+    sql = QUIET_JOIN.format(o="quiet_live_o", p="quiet_live_p", late="quiet_live_late")
+    created = compile_statement("CREATE STREAMING TABLE quiet_live AS " + sql, "spark", catalog=spark,
+                                spark=spark).plan
+    clock = ManualClock()
+    clock.now = quiet_micros("10:00")
+    table = start_table(spark, created.name, created.query, created.format, created.options, clock=clock)
+
+    def arrive(hhmm: str, name: str, rows: list[tuple[str, int]]) -> None:
+        clock.now = quiet_micros(hhmm)
+        feeders[name].write({"v": v, "ts": f"2020-04-15 {t}:00"} for t, v in rows)
+        table.process_all_available()
+
+    try:
+        arrive("10:00", "quiet_live_o", [("08:01", 1)])
+        arrive("10:05", "quiet_live_o", [("08:12", 2)])
+        assert rows_of(spark.table("quiet_live"), JOIN_PANE) == QUIET_IDLE[:1]  # payments idle since 10:01
+        arrive("10:20", "quiet_live_p", [("08:05", 10), ("08:15", 20)])
+        assert rows_of(spark.table("quiet_live_late"), LATE_ROW) == QUIET_IDLE_LATE
+        assert table.operator.next_wake() == quiet_micros("10:21")
+        arrive("10:21", "quiet_live_p", [])
+        assert table.operator.next_wake() == quiet_micros("10:25")
+        arrive("10:25", "quiet_live_p", [])
+        assert rows_of(spark.table("quiet_live"), JOIN_PANE) == QUIET_IDLE[:1]  # [08:10, 08:20) waits for orders
+        arrive("10:30", "quiet_live_o", [("08:25", 4)])
+        assert rows_of(spark.table("quiet_live"), JOIN_PANE) == QUIET_IDLE
+        assert rows_of(spark.table("quiet_live_late"), LATE_ROW) == QUIET_IDLE_LATE
+    finally:
+        table.stop()
+        catalog.remove_table(table.name)
+        for name in feeders:
+            catalog.drop_stream(spark, name)
+
+
+def quiet_micros(hhmm: str) -> int:
+    return int(quiet_at(hhmm).replace(tzinfo=dt.timezone.utc).timestamp()) * 1_000_000

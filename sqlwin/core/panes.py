@@ -548,6 +548,13 @@ class WatermarkTracker:
         self.last_row_at = data.get("last_row_at")
 
 
+def combined(marks: Sequence[tuple[int, bool]]) -> int:
+    """The watermark of several inputs, each ``(watermark, idle)``: the smallest of those that are not idle (all
+    idle: the largest), so an idle input does not hold the others back (GRAMMAR 3)."""
+    active = [w for w, idle in marks if not idle]
+    return min(active) if active else max(w for w, _ in marks)
+
+
 class QueryWatermark:
     """The watermark of a query over several streams (GRAMMAR 3): the minimum of theirs (Flink, and Spark's
     default policy), where a stream that is idle (no row for its IDLE TIMEOUT of processing time, counted
@@ -565,10 +572,28 @@ class QueryWatermark:
         since = tracker.last_row_at if tracker.last_row_at is not None else self.started_at
         return since is not None and processing_time - since >= tracker.idle_timeout
 
+    def all_idle(self, processing_time: int | None) -> bool:
+        """Whether every stream is idle at ``processing_time``: then this query's watermark (a window join's side)
+        does not hold back a window join over it and another query (``combined``)."""
+        return all(self.idle(t, processing_time) for t in self.trackers)
+
+    def idle_from(self) -> int | None:
+        """The processing time from which every stream is idle if no row comes (None: a stream has no IDLE
+        TIMEOUT, or the query has not started)."""
+        starts = [t.last_row_at if t.last_row_at is not None else self.started_at for t in self.trackers]
+        if any(s is None or t.idle_timeout is None for s, t in zip(starts, self.trackers, strict=True)):
+            return None
+        return max(s + t.idle_timeout for s, t in zip(starts, self.trackers, strict=True))  # type: ignore[operator]
+
+    def lift(self, watermark: int) -> int:
+        """Never below ``watermark`` from now on: a window join's watermark, which went on without this side while
+        it was idle, so that the rows it brings later for windows the join emitted are its late rows."""
+        self.current = max(self.current, min(watermark, MAX_TIME))
+        return self.current
+
     def _combine(self, processing_time: int | None) -> int:
-        active = [t.current for t in self.trackers if not self.idle(t, processing_time)]
-        candidate = min(active) if active else max(t.current for t in self.trackers)
-        self.current = max(self.current, candidate)
+        self.current = max(self.current, combined([(t.current, self.idle(t, processing_time))
+                                                   for t in self.trackers]))
         return self.current
 
     def advance_idle(self, processing_time: int | None) -> int:
@@ -657,6 +682,16 @@ class ForwardedWatermark:
 
     def wake_time(self, event_timer: int | None, after: int | None = None) -> int | None:
         return None
+
+    def all_idle(self, processing_time: int | None) -> bool:
+        return False  # its upstream's watermark, forwarded: its streams' idleness is the upstream's
+
+    def idle_from(self) -> int | None:
+        return None
+
+    def lift(self, watermark: int) -> int:
+        self.current = max(self.current, min(watermark, MAX_TIME))  # never above it: a join's is the smallest
+        return self.current
 
     def to_dict(self) -> dict:
         return {"current": self.current, "pending": self.pending}

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sqlwin.core.alignment import StreamMark
-from sqlwin.core.panes import MAX_TIME, ForwardedWatermark
+from sqlwin.core.panes import MAX_TIME, ForwardedWatermark, combined
 from sqlwin.plan.statements import CreateReplayStream, StreamColumn
 from sqlwin.streaming import storage
 from sqlwin.streaming.operator import MicroBatchOperator
@@ -152,6 +152,7 @@ class StagedOperator(StoppableBatches):
         """One micro-batch through every stage, then the join: step ``source_step`` of Spark's micro-batch
         ``source_batch``, which a part that committed it before a crash skips."""
         produced: list[int | None] = []
+        self._lift_sides()  # after a restart: the join's committed watermark
         for stage, op in zip(self.shape.stages, self.ops, strict=True):
             op.query_stop = self.query_stop
             if stage.upstream is None:
@@ -168,10 +169,26 @@ class StagedOperator(StoppableBatches):
                 produced.append(op.next_batch - 1 if _position(op) == (source_batch, source_step) else None)
         if self.join is not None:
             sides = [s.stage for s in self.shape.join.sides]
-            self.join.forward(min(self.ops[s.index].in_force for s in sides))
+            self.join.forward(combined([(self.ops[s.index].in_force, self.ops[s.index].tracker.all_idle(
+                processing_time)) for s in sides]))
             if not _ran(self.join, source_batch, source_step):
                 self.join.step(spark, [produced[s.index] for s in sides], source_batch, source_step)
+            self._lift_sides()
             self.sink.register(spark)
+
+    def _side_ops(self) -> list[MicroBatchOperator]:
+        return [self.ops[s.stage.index] for s in self.shape.join.sides] if self.join is not None else []
+
+    def _lift_sides(self) -> None:
+        """No side's watermark below the join's: the join's is the smallest of its sides' that are not idle
+        (``combined``; GRAMMAR 3: an idle stream does not hold the others back, and a stream that has brought no
+        row yet is idle once its IDLE TIMEOUT passed since the query started), so it may go on without an idle
+        side, whose rows for windows the join already emitted are then that side's late rows (dropped into its
+        LATE ROWS TO, or LATE panes within its ALLOWED LATENESS), as Flink's window join drops the rows behind
+        its watermark. The join's watermark is committed with it: a restarted query lifts its sides again."""
+        if self.join is not None:
+            for op in self._side_ops():
+                op.tracker.lift(self.join.current)
 
     def _rows_of(self, data: Any, stage: Stage) -> Any:
         """The rows of the stream ``stage`` reads (each row of a micro-batch of several streams says which)."""
@@ -215,8 +232,8 @@ class StagedOperator(StoppableBatches):
             if stage.upstream is not None and self._next_forward(stage.upstream) > op.tracker.current:
                 return True
         if self.join is not None:
-            sides = [s.stage for s in self.shape.join.sides]
-            return self.join.wants_micro_batch(min(self.ops[s.index].tracker.current for s in sides))
+            return self.join.wants_micro_batch(combined([(op.tracker.current, op.tracker.all_idle(
+                op.current_processing_time)) for op in self._side_ops()]))
         return False
 
     def _ask_for_next_batch(self, batch: int | None) -> None:
@@ -230,13 +247,24 @@ class StagedOperator(StoppableBatches):
 
     def next_wake(self) -> int | None:
         wakes = [w for w in (op.next_wake() for op in self.ops) if w is not None]
+        wakes += self._sides_idle_from()
         return min(wakes) if wakes else None
+
+    def _sides_idle_from(self) -> list[int]:
+        """When a side of the window join becomes idle while the join keeps panes that wait for it: the join goes
+        on without that side then (``_lift_sides``), in the micro-batch a live run asks for then, which replay
+        runs (``idle_wake``)."""
+        if self.join is None or not any(self.join.retained):
+            return []
+        moments = [(op.tracker.idle_from(), op.current_processing_time) for op in self._side_ops()]
+        return [at for at, now in moments if at is not None and (now is None or at > now)]
 
     def idle_wake(self) -> int | None:
         """The earliest moment a stage's idle stream (WITH IDLE TIMEOUT) reaches one of its window timers
         (``MicroBatchOperator.idle_wake``; None: none): the tick a live run asks for then (``next_wake``), which
         replay runs as a step without rows, then settles, as the live micro-batch of that tick does."""
         wakes = [w for w in (op.idle_wake() for op in self.ops) if w is not None]
+        wakes += self._sides_idle_from()
         return min(wakes) if wakes else None
 
     def wake_after_restart(self) -> None:
