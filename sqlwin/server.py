@@ -384,9 +384,8 @@ def resume_streaming_tables(spark: SparkSession) -> list[str]:
         if entry.get("failed"):
             failed = registry.FailedTable(spark, entry)
             catalog.add_table(failed)
-            message = (f"streaming table {failed.name} not resumed: it failed: {failed.error} (fix the cause and run "
-                       f"its statement again, which resumes it from its checkpoint; or DROP STREAMING TABLE "
-                       f"{failed.name})")
+            rerun = _RERUN.format(failed.name)
+            message = f"streaming table {failed.name} not resumed: it failed: {failed.error} {rerun}"
             print(f"sqlwin serve: {message}", file=sys.stderr, flush=True)
             messages.append(message)
             continue
@@ -399,11 +398,17 @@ def resume_streaming_tables(spark: SparkSession) -> list[str]:
             for text in [*entry.get("streams", []), entry["statement"]]:
                 result = execute_statement(session, text)
             message = f"resumed {result.message}"
-        except Exception as err:  # SqlwinError, or Spark's: the server runs on, the table is reported
-            message = f"streaming table {entry.get('name')} not resumed: {str(err).splitlines()[0]}"
+        except Exception as err:  # SqlwinError, or Spark's: the server runs on, the table is listed failed
+            error = str(err).splitlines()[0]
+            catalog.add_table(registry.not_resumed(spark, entry, error))
+            message = f"streaming table {entry.get('name')} not resumed: {error} {_RERUN.format(entry.get('name'))}"
         print(f"sqlwin serve: {message}", file=sys.stderr if "not resumed" in message else sys.stdout, flush=True)
         messages.append(message)
     return messages
+
+
+_RERUN = ("(fix the cause and run its statement again, which resumes it from its checkpoint; or DROP STREAMING "
+          "TABLE {})")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -141,3 +141,47 @@ def test_a_view_reads_its_folders_as_one_relation_whatever_the_path(spark, tmp_p
                           + [(i, 2 * i, b) for b in (3, 4, 10) for i in range(b)])  # micro_batch=5 not named
     empty = view_query(fmt, {}, schema, str(sink), [], [])
     assert spark.sql(empty).count() == 0
+
+
+def test_a_table_a_restarted_server_cannot_start_is_listed_failed_and_not_tried_again(spark, tmp_path,
+                                                                                     monkeypatch) -> None:
+    """The registry of a restarted ``sqlwin serve`` names a table whose statement now fails (its stream is not
+    there): the server lists it failed with that error (``SHOW STREAMING TABLES``) and marks it so, as a query
+    that failed, so the next start reports it without failing the same way again; its statement run again (the
+    cause fixed) starts it, unmarked. The real server killed and started again: tests/test_server_resume.py."""
+    import json
+
+    from sqlwin.server import resume_streaming_tables
+    from sqlwin.streaming import registry
+
+    root = tmp_path / "root"
+    monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(root))
+    statement = ("CREATE STREAMING TABLE gone_out AS SELECT window_start, COUNT(*) AS c FROM TUMBLE(TABLE gone_s, "
+                 "DESCRIPTOR(ts), INTERVAL 10 SECONDS) GROUP BY window_start, window_end")
+    entry = root / registry.FOLDER / "gone_out.json"
+    registry.enable(str(root))
+    try:
+        registry.record(spark, "gone_out", statement, [], [])
+        first = resume_streaming_tables(spark)
+        assert len(first) == 1 and first[0].startswith("streaming table gone_out not resumed: ") and \
+            "gone_s" in first[0] and first[0].endswith("or DROP STREAMING TABLE gone_out)"), first
+        shown = {r[0]: r for r in sqlwin.sql(spark, "SHOW STREAMING TABLES").collect()}["gone_out"]
+        assert shown.status == "failed" and "gone_s" in shown.error, shown
+        assert "gone_s" in json.loads(entry.read_text())["failed"]["error"]
+        catalog.remove_table("gone_out")  # as a server started again
+        again = resume_streaming_tables(spark)
+        assert len(again) == 1 and again[0].startswith("streaming table gone_out not resumed: it failed: "), again
+        assert catalog.find_table("gone_out").status().status == "failed"
+        folder = tmp_path / "gone_in"
+        folder.mkdir()
+        sqlwin.sql(spark, f"CREATE STREAM gone_s (ts TIMESTAMP, WATERMARK FOR ts AS ts) USING json "
+                          f"OPTIONS (path '{folder}')")
+        sqlwin.sql(spark, statement)
+        assert catalog.find_table("gone_out").status().status == "running"
+        assert "failed" not in json.loads(entry.read_text())
+    finally:
+        registry.disable()
+        for table in catalog.all_tables():
+            table.stop()
+            catalog.remove_table(table.name)
+        catalog.drop_stream(spark, "gone_s")

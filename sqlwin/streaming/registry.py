@@ -13,7 +13,8 @@ folders, which resume from the table's checkpoint with nothing lost or counted t
 A table whose query fails is marked failed (``watch``: its status as ``SHOW STREAMING TABLES`` showed it, the error
 in the statement's terms), as Flink keeps a failed job FAILED until the user acts: a server started again does
 not start it (it would fail again at every start) but lists it, failed, with that error (``FailedTable``). Its
-statement run again (the cause fixed) resumes it from its checkpoint and records it anew, unmarked.
+statement run again (the cause fixed) resumes it from its checkpoint and records it anew, unmarked. A table
+that a server started again cannot start (``not_resumed``) is marked failed the same way.
 """
 
 from __future__ import annotations
@@ -102,6 +103,17 @@ def mark_failed(table: Any, status: Any) -> None:
         entry = storage.read_json(_file(_root, table.name))
         if entry is not None:
             storage.write_json(_file(_root, table.name), {**entry, "failed": dataclasses.asdict(status)})
+
+
+def not_resumed(spark: Any, entry: dict, error: str) -> FailedTable:
+    """A table of the registry that a server started again could not start (``error``: its statement or a
+    stream's failed, say a stream's source is gone): marked failed with that error, as a query that failed, so
+    that the next server lists it rather than fail the same way at every start; listed failed now."""
+    failed = {"error": error}
+    with _lock:
+        if _root is not None:
+            storage.write_json(_file(_root, entry["name"]), {**entry, "failed": failed})
+    return FailedTable(spark, {**entry, "failed": failed})
 
 
 class FailedTable:
