@@ -51,7 +51,7 @@ from sqlwin.streaming.plannedreplay import PlannedReplay
 from sqlwin.streaming.replaycut import Cut, side_by_side, stepped
 from sqlwin.streaming.sessionreplay import PlannedSessionReplay
 from sqlwin.streaming.shape import StreamingShape
-from sqlwin.streaming.sinks import BatchSink
+from sqlwin.streaming.sinks import BatchSink, ReplaySink
 from sqlwin.streaming.staged import StagedOperator
 from sqlwin.streaming.stages import StagedShape
 
@@ -60,9 +60,9 @@ def replay(spark: Any, shape: StreamingShape | StagedShape, late_view: str | Non
     """The panes of the replayed query (a batch DataFrame with ``micro_batch``); LATE ROWS TO becomes a view."""
     folder = storage.scratch_folder(spark, "sqlwin-replay-")  # scratch state: the panes are returned, not kept
     tag = f"replay_{uuid.uuid4().hex[:8]}"
-    sink = BatchSink(f"__sqlwin_out_{tag}", storage.join(folder, "data"), shown=False)
+    sink = ReplaySink(f"__sqlwin_out_{tag}", storage.join(folder, "data"))
     late_name = shape.late_rows_to
-    late_sink = BatchSink(late_name, storage.join(folder, "late_rows"), shown=False) if late_name else None
+    late_sink = ReplaySink(late_name, storage.join(folder, "late_rows")) if late_name else None
     try:
         with committer.volatile():  # scratch state: nothing restores it
             result, late = _run(spark, shape, folder, sink, late_sink, tag)
