@@ -381,6 +381,8 @@ def resume_streaming_tables(spark: SparkSession) -> list[str]:
     registry.enable(root)
     messages = []
     for entry in registry.entries(root):
+        if entry.get("failed") or not entry.get("running"):  # not started: its outputs stay readable by name
+            _restore_views(spark, entry)
         if entry.get("failed"):
             failed = registry.FailedTable(spark, entry)
             catalog.add_table(failed)
@@ -400,11 +402,24 @@ def resume_streaming_tables(spark: SparkSession) -> list[str]:
             message = f"resumed {result.message}"
         except Exception as err:  # SqlwinError, or Spark's: the server runs on, the table is listed failed
             error = str(err).splitlines()[0]
-            catalog.add_table(registry.not_resumed(spark, entry, error))
+            started = catalog.find_table(entry["name"])
+            if started is None or not started.is_active:  # (a table that did start runs on, reported)
+                catalog.add_table(registry.not_resumed(spark, entry, error))
+                _restore_views(spark, entry)
             message = f"streaming table {entry.get('name')} not resumed: {error} {_RERUN.format(entry.get('name'))}"
         print(f"sqlwin serve: {message}", file=sys.stderr if "not resumed" in message else sys.stdout, flush=True)
         messages.append(message)
     return messages
+
+
+def _restore_views(spark: SparkSession, entry: dict) -> None:
+    from sqlwin.streaming import registry
+
+    try:
+        registry.restore_views(spark, entry)
+    except Exception as err:  # a folder gone: the server runs on, the table's views with it
+        print(f"sqlwin serve: the views of streaming table {entry.get('name')} not restored: "
+              f"{str(err).splitlines()[0]}", file=sys.stderr, flush=True)
 
 
 _RERUN = ("(fix the cause and run its statement again, which resumes it from its checkpoint; or DROP STREAMING "

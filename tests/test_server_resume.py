@@ -132,6 +132,10 @@ def test_killed_server_resumes_every_running_table_exactly_once(tmp_path: Path) 
         cursor = bench.connect(second.host, second.port).cursor()  # a new connection of a new server: by name
         assert shown(cursor) == {"resumed": ("running", "custom"), "resumed_native": ("running", "native"),
                                  "failing": ("failed", "native")}
+        # the tables it does not run (stopped, failed) are still tables of its catalog, read by name (no window
+        # of theirs had fired: no rows)
+        assert bench.fetch(cursor, "SELECT count(*) FROM stopped_before") == [(0,)]
+        assert bench.fetch(cursor, "SELECT count(*) FROM failing") == [(0,)]
         error = next(r[9] for r in bench.fetch(cursor, "SHOW STREAMING TABLES") if r[0] == "failing")
         assert "[CANNOT_PARSE_JSON_FIELD]" in error and error.endswith(f"{(bad.folder / 'f00001.json').as_uri()})")
         # its file replaced, its statements run again (it runs beside the others): it resumes from its checkpoint

@@ -185,3 +185,40 @@ def test_a_table_a_restarted_server_cannot_start_is_listed_failed_and_not_tried_
             table.stop()
             catalog.remove_table(table.name)
         catalog.drop_stream(spark, "gone_s")
+
+
+def test_a_restarted_server_gives_the_tables_it_does_not_run_their_views_back(spark, tmp_path, monkeypatch) -> None:
+    """A streaming table stopped (or failed) in a server that then stops: the next server on the same root does not
+    start it, and its outputs are still tables every client reads by name, the same rows (an in-memory catalog
+    starts empty: its views dropped here, as a restart drops them). The views name the committed files, compacted
+    ones included."""
+    from sqlwin.server import resume_streaming_tables
+    from sqlwin.streaming import registry
+
+    root = tmp_path / "root"
+    monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(root))
+    folder = tmp_path / "in"
+    registry.enable(str(root))
+    try:
+        sqlwin.sql(spark, f"CREATE STREAM cat_s (k STRING, v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL 2 "
+                          f"SECONDS) USING json OPTIONS (path '{folder}')")
+        sqlwin.sql(spark, f"CREATE STREAMING TABLE cat_kept OPTIONS (compaction_batches '2') AS {QUERY} "
+                          "ALLOWED LATENESS INTERVAL 5 SECONDS LATE ROWS TO cat_kept_late")
+        Feeder(folder).feed(BATCHES, catalog.find_table("cat_kept"))
+        sqlwin.sql(spark, "STOP STREAMING TABLE cat_kept")
+        catalog.remove_table("cat_kept")  # the server stops: its process's tables and its catalog's views go
+        for name in ("cat_kept", "cat_kept_late"):
+            spark.sql(f"DROP VIEW default.{name}")
+        assert resume_streaming_tables(spark) == []  # stopped: not started, nothing to say
+        other = spark.newSession()
+        assert rows_of(other.table("cat_kept"), PANES) == CUSTOM
+        assert rows_of(other.table("cat_kept_late"), LATE) == [("a", 7, at(8), at(0), at(10), at(28), "late", 6)]
+        assert catalog.find_table("cat_kept") is None
+    finally:
+        registry.disable()
+        for table in catalog.all_tables():
+            table.stop()
+            catalog.remove_table(table.name)
+        for name in ("cat_kept", "cat_kept_late"):
+            spark.sql(f"DROP VIEW IF EXISTS default.{name}")
+        catalog.drop_stream(spark, "cat_s")

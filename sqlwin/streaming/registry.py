@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import threading
 from typing import Any
 
@@ -51,10 +52,11 @@ def _file(root: str, name: str) -> str:
     return storage.join(root, FOLDER, f"{name.lower()}.json")
 
 
-def record(spark: Any, name: str, statement: str, streams: list[str], folders: list[str]) -> None:
+def record(spark: Any, name: str, statement: str, streams: list[str], folders: list[str],
+           outputs: list[dict] | None = None) -> None:
     """A table just started by ``statement`` (reading the streams made by ``streams``, writing ``folders``: its
     checkpoint folder and its outputs', which DROP ... PURGE deletes even when no catalog view names them any
-    more): running."""
+    more; ``outputs``: its catalog views, ``output_record``): running."""
     if _root is None:
         return
     conf = {}
@@ -67,7 +69,35 @@ def record(spark: Any, name: str, statement: str, streams: list[str], folders: l
             conf[key] = str(value)
     with _lock:
         storage.write_json(_file(_root, name), {"name": name, "statement": statement, "streams": streams,
-                                               "conf": conf, "folders": folders, "running": True})
+                                               "conf": conf, "folders": folders, "outputs": outputs or [],
+                                               "running": True})
+
+
+def output_record(sink: Any) -> dict | None:
+    """What defines the catalog view of a table's output (``BatchSink``) again, from its folder alone: a server
+    started again gives a table it does not run (stopped, failed) its views back (``restore_views``)."""
+    if sink.catalog_view is None or sink.schema is None:
+        return None
+    view, entry = sink.catalog_view
+    return {"name": sink.name, "view": view, "role": entry.role, "location": entry.location, "path": sink.path,
+            "format": sink.format, "options": sink.options, "schema": sink.schema.json()}
+
+
+def restore_views(spark: Any, entry: dict) -> None:
+    """The catalog views of a table the registry knows but the server does not run (stopped, or failed): its
+    outputs stay tables every client reads by name, as before the restart (an in-memory catalog starts empty;
+    a metastore's views are brought up to the folders' files). Each view names the committed files, as a
+    running table's does (``BatchSink.register``)."""
+    from pyspark.sql.types import StructType
+
+    from sqlwin.streaming import tableviews
+    from sqlwin.streaming.sinks import BatchSink
+
+    for out in entry.get("outputs", []):
+        sink = BatchSink(out["name"], out["path"], out["format"], None, out["options"])
+        sink.schema = StructType.fromJson(json.loads(out["schema"]))
+        sink.catalog_view = (out["view"], tableviews.Entry(entry["name"], out["role"], out["location"], out["path"]))
+        sink.register(spark)
 
 
 def watch(table: Any) -> None:

@@ -195,7 +195,8 @@ def _execute(spark: Any, text: str, plan: object) -> StatementResult:
     query = plan.query.node if isinstance(plan, st.CreateStreamingTable) else plan.node
     registry.record(spark, table.name, text, [t for t in (catalog.stream_text(spark, s) for s in
                                                            streams_read(spark, query)) if t is not None],
-                    list(table.folders().values()))
+                    list(table.folders().values()),
+                    [r for r in map(registry.output_record, table.outputs()) if r is not None])
     registry.watch(table)  # a failure marks it failed: a server started again lists it, does not start it
     if isinstance(plan, st.CreateStreamingTable):
         return StatementResult(text, message=f"streaming table {table.name} started ({table.path} path: {table.why})")
