@@ -186,9 +186,8 @@ class StagedOperator(StoppableBatches):
         side, whose rows for windows the join already emitted are then that side's late rows (dropped into its
         LATE ROWS TO, or LATE panes within its ALLOWED LATENESS), as Flink's window join drops the rows behind
         its watermark. The join's watermark is committed with it: a restarted query lifts its sides again."""
-        if self.join is not None:
-            for op in self._side_ops():
-                op.tracker.lift(self.join.current)
+        for op in self._side_ops():
+            op.tracker.lift(self.join.current)  # type: ignore[union-attr]  (sides only where a join is)
 
     def _rows_of(self, data: Any, stage: Stage) -> Any:
         """The rows of the stream ``stage`` reads (each row of a micro-batch of several streams says which)."""
@@ -257,7 +256,7 @@ class StagedOperator(StoppableBatches):
         if self.join is None or not any(self.join.retained):
             return []
         moments = [(op.tracker.idle_from(), op.current_processing_time) for op in self._side_ops()]
-        return [at for at, now in moments if at is not None and (now is None or at > now)]
+        return [at for at, now in moments if at is not None and at > now]
 
     def idle_wake(self) -> int | None:
         """The earliest moment a stage's idle stream (WITH IDLE TIMEOUT) reaches one of its window timers
