@@ -268,3 +268,24 @@ def expected_panes(files: int) -> list[tuple]:
 def expected_late(files: int) -> list[tuple]:
     return [("b", i, at(10 * (i - 2) + 1), at(10 * (i - 2)), at(10 * (i - 1)), at(10 * (i - 1) + 3), "late", 2 * i - 1)
             for i in range(2, files)]
+
+
+def test_a_replays_output_of_many_micro_batches_is_a_union_of_few_parts(spark, tmp_path, monkeypatch):
+    """A stepped replay's output (``ReplaySink``) keeps each micro-batch's rows in Spark, merged every ``MERGE``
+    micro-batches, so a replay of many micro-batches reads a union of at most ``2 * MERGE`` parts (a union of
+    2000 failed in Spark's planning): 50 micro-batches of rows (n, n * 10), one of them cleared, give every row
+    once with its micro_batch, whatever the merges."""
+    from sqlwin.streaming.sinks import ReplaySink
+
+    monkeypatch.setattr(ReplaySink, "MERGE", 4)
+    sink = ReplaySink("many", str(tmp_path / "many"))
+    sink.set_schema(spark.createDataFrame([], "n int, v bigint").schema)
+    for n in range(50):
+        if n == 7:
+            sink.clear(n)  # a micro-batch without rows
+            continue
+        sink.write(spark.createDataFrame([(n, n * 10)], "n int, v bigint"), n)
+        assert len(sink.merged) + len(sink.parts) <= 2 * ReplaySink.MERGE
+    out = sink.read(spark)
+    assert out.columns == ["n", "v", "micro_batch"]
+    assert rows_of(out) == [(n, n * 10, n) for n in range(50) if n != 7]

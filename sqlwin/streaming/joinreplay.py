@@ -20,10 +20,10 @@ from __future__ import annotations
 from typing import Any
 
 from sqlwin.streaming.partitioned import NotPartitionable
-from sqlwin.streaming.plannedreplay import PlannedReplay, union_of
+from sqlwin.streaming.plannedreplay import PlannedReplay
 from sqlwin.streaming.replaycut import BATCH, CLOCK, Cut, drive_stages, side_by_side
 from sqlwin.streaming.shape import top_select
-from sqlwin.streaming.sinks import BatchSink
+from sqlwin.streaming.sinks import BatchSink, union_of
 from sqlwin.streaming.sources import SOURCE_COLUMN
 from sqlwin.streaming.staged import StagedOperator
 from sqlwin.streaming.stages import Stage, StagedShape, by_micro_batch

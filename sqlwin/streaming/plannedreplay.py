@@ -23,6 +23,7 @@ from sqlwin.streaming.panequery import PaneQuery
 from sqlwin.streaming.partitioned import NotPartitionable
 from sqlwin.streaming.replaycut import BATCH, CLOCK, Cut, drive
 from sqlwin.streaming.shape import StreamingShape, find_carrier
+from sqlwin.streaming.sinks import union_of
 from sqlwin.streaming.timewindows import TimeWindowAssigner
 
 
@@ -321,23 +322,6 @@ def carry_label(node: exp.Expr, streams: set[str], label: str) -> bool:
     if not passes:
         node.select(exp.column(label, table=qualifier), copy=False)
     return True
-
-
-def union_of(spark: Any, parts: list[Any]) -> Any:
-    """The union of micro-batches' results, each computed (checkpointed) on its own, checkpointed. Spark 4.3
-    infers a union's constraints from its children's, and fails ("key not found") on a part's constraint over
-    a column the query selects twice (``v AS x, v``) or a window function's output: the parts are data, nothing
-    to infer."""
-    result = parts[0]
-    for part in parts[1:]:
-        result = result.unionByName(part)
-    conf = "spark.sql.constraintPropagation.enabled"
-    before = spark.conf.get(conf, "true")
-    spark.conf.set(conf, "false")
-    try:
-        return result.localCheckpoint()
-    finally:
-        spark.conf.set(conf, before)
 
 
 class PlannedAssigner(WindowAssigner):
