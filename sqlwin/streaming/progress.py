@@ -16,6 +16,7 @@ that one micro-batch out of the counts.
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
@@ -67,17 +68,18 @@ class ProgressTotals:
         durations = _get(progress, "durationMs") or {}
         with self._lock:
             # an idle trigger reports the number of the batch it did not run: only a run batch counts
-            if progress.batchId <= self.last_batch or "addBatch" not in durations:
+            batch = _get(progress, "batchId")
+            if batch <= self.last_batch or "addBatch" not in durations:
                 return
             ops = _get(progress, "stateOperators") or []
-            self.last_batch = progress.batchId
+            self.last_batch = batch
             self.micro_batches += 1
             self.rows_in += _get(progress, "numInputRows") or 0
             self.dropped += sum(_get(o, "numRowsDroppedByWatermark") or 0 for o in ops)
             self.state_rows = sum(_get(o, "numRowsTotal") or 0 for o in ops)
             watermark = (_get(progress, "eventTime") or {}).get("watermark")
             if watermark is not None:
-                self.watermark_batch, self.watermark_text = progress.batchId, watermark
+                self.watermark_batch, self.watermark_text = batch, watermark
             self._keep()
 
     def add_all(self, reports: list[Any]) -> None:
@@ -109,7 +111,14 @@ def _listener() -> Any:
     from pyspark.sql.streaming.listener import StreamingQueryListener
 
     class NativeProgress(StreamingQueryListener):
-        """Progress reports of the session's queries, to the totals of those sqlwin follows (by query id)."""
+        """Progress reports of the session's queries, to the totals of those sqlwin follows (by query id).
+
+        Spark calls it for every query of the session (a custom-path table's too) at every micro-batch and idle
+        trigger. pyspark's own bridge turns each event into Python objects first, tens of py4j calls and, per
+        observed metric, a class looked up by its short name through every jar of the classpath: measured, a
+        fifth of the test session JVM's CPU went to it. ``_jlistener`` is the bridge here instead
+        (``_ReportBridge``): an event costs one py4j call, and a followed query's report is read once, as its
+        JSON (the fields ``ProgressTotals.add`` reads, as Spark Connect gives them)."""
 
         def __init__(self) -> None:
             self.totals: dict[str, ProgressTotals] = {}
@@ -118,14 +127,50 @@ def _listener() -> Any:
             pass
 
         def onQueryProgress(self, event: Any) -> None:
-            totals = self.totals.get(str(event.progress.id))
-            if totals is not None:
-                totals.add(event.progress)
+            pass
 
         def onQueryIdle(self, event: Any) -> None:
             pass
 
         def onQueryTerminated(self, event: Any) -> None:
-            self.totals.pop(str(event.id), None)  # the table keeps its totals
+            pass
+
+        @property
+        def _jlistener(self) -> Any:  # what pyspark's addListener/removeListener register
+            from pyspark import SparkContext
+
+            if not hasattr(self, "_bridge"):
+                jvm = SparkContext._jvm
+                self._bridge = jvm.org.apache.spark.sql.streaming.PythonStreamingQueryListenerWrapper(
+                    _ReportBridge(self.totals))
+            return self._bridge
 
     return NativeProgress()
+
+
+class _ReportBridge:
+    """The py4j proxy of Spark's ``PythonStreamingQueryListener`` behind ``NativeProgress``."""
+
+    def __init__(self, totals: dict[str, ProgressTotals]) -> None:
+        self.totals = totals
+
+    def onQueryStarted(self, jevent: Any) -> None:
+        pass
+
+    def onQueryProgress(self, jevent: Any) -> None:
+        if not self.totals:
+            return
+        jprogress = jevent.progress()
+        totals = self.totals.get(str(jprogress.id().toString()))
+        if totals is not None:
+            totals.add(json.loads(jprogress.json()))
+
+    def onQueryIdle(self, jevent: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, jevent: Any) -> None:
+        if self.totals:
+            self.totals.pop(str(jevent.id().toString()), None)  # the table keeps its totals
+
+    class Java:
+        implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
