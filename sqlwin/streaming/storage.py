@@ -333,13 +333,18 @@ class ArrowFiles:
 
 
 class HadoopFiles:
-    """Hadoop's ``FileSystem`` through Spark's JVM (py4j), with the session's Hadoop configuration."""
+    """Hadoop's ``FileSystem`` through Spark's JVM (py4j), with the session's Hadoop configuration. One per
+    SparkContext (``_files``): py4j finds a class named by its package path one segment at a time, each a round
+    trip and a lookup through every jar of the classpath (2 ms for ``Path`` here, 0.2 ms once found), so the
+    classes are found once."""
 
     def __init__(self, jvm: Any):
         self.jvm = jvm
+        self._path = jvm.org.apache.hadoop.fs.Path
+        self._io = jvm.org.apache.commons.io.IOUtils
 
     def _fs(self, uri: str) -> tuple[Any, Any]:
-        path = self.jvm.org.apache.hadoop.fs.Path(uri)
+        path = self._path(uri)
         return path.getFileSystem(_conf(self.jvm)), path
 
     def exists(self, uri: str) -> bool:
@@ -384,7 +389,7 @@ class HadoopFiles:
             return None
         stream = fs.open(path)
         try:
-            return bytes(self.jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
+            return bytes(self._io.toByteArray(stream))
         finally:
             stream.close()
 
@@ -398,7 +403,7 @@ class HadoopFiles:
 
     def rename(self, source: str, target: str) -> None:
         fs, source_path = self._fs(source)
-        target_path = self.jvm.org.apache.hadoop.fs.Path(target)
+        target_path = self._path(target)
         fs.delete(target_path, False)
         if not fs.rename(source_path, target_path):
             raise OSError(f"cannot rename {source} to {target}")
@@ -425,6 +430,7 @@ _LOCAL: ArrowFiles | None = None
 # per SparkContext (a process may stop one and start another with another fs.defaultFS; the JVM view is the
 # same for both): read once a context, as a context's file systems are
 _DEFAULT_SCHEME: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_HADOOP: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # a context's HadoopFiles
 
 
 def _files(uri: str) -> ArrowFiles | HadoopFiles:
@@ -437,7 +443,13 @@ def _files(uri: str) -> ArrowFiles | HadoopFiles:
         return _LOCAL
     jvm = _jvm()
     if jvm is not None:
-        return HadoopFiles(jvm)
+        from pyspark import SparkContext
+
+        context = SparkContext._active_spark_context
+        files = _HADOOP.get(context)
+        if files is None:
+            files = _HADOOP[context] = HadoopFiles(jvm)
+        return files
     from pyarrow import fs as pafs
 
     return ArrowFiles(pafs.FileSystem.from_uri(uri)[0], local=False)
