@@ -117,8 +117,10 @@ def _listener() -> Any:
         trigger. pyspark's own bridge turns each event into Python objects first, tens of py4j calls and, per
         observed metric, a class looked up by its short name through every jar of the classpath: measured, a
         fifth of the test session JVM's CPU went to it. ``_jlistener`` is the bridge here instead
-        (``_ReportBridge``): an event costs one py4j call, and a followed query's report is read once, as its
-        JSON (the fields ``ProgressTotals.add`` reads, as Spark Connect gives them)."""
+        (``_ReportBridge``): an event costs no py4j call while sqlwin follows no query, and three (its query's
+        id) otherwise; a followed query's report is read once, as its JSON (the fields ``ProgressTotals.add``
+        reads, as Spark Connect gives them). The methods below are pyspark's abstract ones; the bridge takes
+        the events."""
 
         def __init__(self) -> None:
             self.totals: dict[str, ProgressTotals] = {}
