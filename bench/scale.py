@@ -1,7 +1,7 @@
 """State that scales with the number of keys (issue 17, point 3): sqlwin's custom path vs hand-written Spark
 streaming, at 1k and at 1M keys, in one run.
 
-    python -m bench.scale [--keys 1000,1000000] [--files 4] [--rows 500000] [--repeat 2]
+    python -m bench.scale [--keys 1000,1000000] [--files 4] [--rows 500000] [--repeat 2] [--emit "EMIT ..."]
 
 The input is ``--files`` parquet files of ``--rows`` rows, keys drawn from ``--keys`` distinct values, every
 event time within the first hour, so one 1-hour TUMBLE window per key stays open for the whole run (at 1M keys
@@ -16,6 +16,10 @@ dropped in. Engines:
   beyond, ``sqlwin.streaming.keyedstate``);
 - ``driver`` (``--engines spark,custom,driver``): the same with ``sqlwin.streaming.state=driver``, the
   windows' state in the driver's Python as before.
+
+``--emit`` appends an EMIT clause to sqlwin's query (say ``"EMIT WITH TRIGGER AFTER WATERMARK EARLY EVERY
+INTERVAL '2' SECONDS"``, processing-time early firings): the check then compares the ON_TIME panes, which
+accumulate every row of their window whatever fired before.
 
 Printed per key count: the median time of a *steady* micro-batch (every data file after the first, as Spark's
 progress reports it: ``durationMs.triggerExecution``), the
@@ -158,7 +162,7 @@ class Engines:
         out = self.spark.read.parquet(str(folder / "out"))
         return Run(batches, flush, before, memory.peak, summary(out))
 
-    def custom(self, state: str = "auto") -> Run:
+    def custom(self, state: str = "auto", emit: str = "") -> Run:
         """The custom path, its windows' state where ``state`` (``sqlwin.streaming.state``) puts it."""
         self.spark.conf.set("sqlwin.streaming.state", state)
         folder = self._folder(f"custom_{state}")
@@ -169,7 +173,7 @@ class Engines:
         before = rss_mb()
         with PeakMemory() as memory:
             sqlwin.sql(self.spark, f"CREATE STREAMING TABLE out_{tag} AS {SELECT.format(src=f's_{tag}')} "
-                                   f"ALLOWED LATENESS INTERVAL 5 MINUTES LATE ROWS TO late_{tag}")
+                                   f"ALLOWED LATENESS INTERVAL 5 MINUTES LATE ROWS TO late_{tag} {emit}")
             table = catalog.find_table(f"out_{tag}")
             assert table.path == "custom", table.why
             try:
@@ -203,6 +207,7 @@ def main() -> None:
                              "leave out 'spark' for sqlwin alone (no ratio)")
     parser.add_argument("--state", default="auto",
                         help="sqlwin.streaming.state of the 'custom' engine: auto (default), executors, driver")
+    parser.add_argument("--emit", default="", help="an EMIT clause for sqlwin's query (default: none)")
     args = parser.parse_args()
     print(f"load before: {load()}", flush=True)
     spark = local_session("sqlwin-bench-scale", {"spark.driver.memory": "6g"})
@@ -218,9 +223,9 @@ def main() -> None:
             for _ in range(args.repeat):
                 if "spark" in args.engines:
                     runs["spark"].append(engines.spark_native())
-                runs["custom"].append(engines.custom(args.state))
+                runs["custom"].append(engines.custom(args.state, args.emit))
                 if "driver" in args.engines:
-                    runs["driver"].append(engines.custom("driver"))
+                    runs["driver"].append(engines.custom("driver", args.emit))
             runs = {name: rs for name, rs in runs.items() if rs}
             expected = engines.batch()
             for name, rs in runs.items():
@@ -236,7 +241,8 @@ def main() -> None:
                              f"{ratio:>8.2f}{rs[0].rss_before:>12.0f}{peak:>12.0f}   "
                              + " ".join(f"{b:.2f}" for r in rs for b in r.batches))
             print(lines[-1], flush=True)
-        print(f"\n{args.files} files x {args.rows:,} rows; one 1-hour TUMBLE per key, open until the last file")
+        print(f"\n{args.files} files x {args.rows:,} rows; one 1-hour TUMBLE per key, open until the last file"
+              + (f"; sqlwin's {args.emit}" if args.emit else ""))
         print(f"{'keys':>10}{'open pairs':>12}{'engine':>8}{'steady s':>10}{'ratio':>8}{'rss MB pre':>12}"
               f"{'rss MB peak':>12}   micro-batches (s)")
         for line in lines:

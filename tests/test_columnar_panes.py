@@ -1,7 +1,8 @@
 """The columnar pane driver (``sqlwin.core.columnar``) against ``PaneDriver``, window by window.
 
-Both run the same micro-batch histories (new-row counts per window, a watermark that moves, windows that
-get rows after they closed or expired), the way the streaming operator drives them; every micro-batch
+Both run the same micro-batch histories (new-row counts per window, a watermark that moves, a processing time
+that moves, windows that get rows after they closed or expired), the way the streaming operator drives them,
+which steps the windows that got rows and those whose timers (event or processing time) are due; every micro-batch
 must fire the same panes (index, timing, is_final, and the micro-batches whose rows they read), expire
 the same windows, and leave the same windows open, closed and due.
 """
@@ -27,6 +28,14 @@ TRIGGERS = {
     "late2": plan.EmitSpec(plan.AfterWatermark(late=plan.AfterCount(2))),
     "early3_late1": plan.EmitSpec(plan.AfterWatermark(early=plan.AfterCount(3), late=plan.AfterCount(1))),
     "changes": plan.emit_changes(),
+    # processing-time early and late firings (Beam's pastFirstElementInPane().plusDelayOf(d), alignedTo)
+    "early_every_4": plan.EmitSpec(plan.AfterWatermark(early=plan.Repeatedly(plan.AfterProcessingTime(4)))),
+    "early_0_late_3": plan.EmitSpec(plan.AfterWatermark(early=plan.AfterProcessingTime(0),
+                                                        late=plan.AfterProcessingTime(3))),
+    "early_aligned_late2": plan.EmitSpec(plan.AfterWatermark(early=plan.AfterProcessingTime(1, 5, 2),
+                                                             late=plan.AfterCount(2))),
+    "early2_late_aligned": plan.EmitSpec(plan.AfterWatermark(early=plan.AfterCount(2),
+                                                             late=plan.Repeatedly(plan.AfterProcessingTime(0, 4)))),
 }
 MODES = list(plan.AccumulationMode)
 WINDOWS = [(k, s, s + 10) for k in ("a", "b") for s in (0, 5, 10, 20)]  # overlapping, like HOP
@@ -44,17 +53,18 @@ class Scalar:
     def windows(self) -> dict:
         return self.engine.windows
 
-    def due(self, state, watermark: int) -> bool:
-        return self.engine.is_due(state, watermark, 0)
+    def due(self, state, watermark: int, now: int) -> bool:
+        return self.engine.is_due(state, watermark, now)
 
-    def step(self, new: dict, batch: int, watermark: int) -> tuple[set, int]:
-        fired, expired = self.engine.drive(new, batch, watermark, 0, batch)
+    def step(self, new: dict, batch: int, watermark: int, now: int) -> tuple[set, int]:
+        fired, expired = self.engine.drive(new, batch, watermark, now, batch)
         return {(*w, p.index, p.timing.value, p.is_final, frozenset(p.rows)) for w, p in fired}, expired
 
 
-def columnar_step(panes: ColumnarPanes, new: dict, batch: int, watermark: int, stored: dict) -> tuple[set, int]:
+def columnar_step(panes: ColumnarPanes, new: dict, batch: int, watermark: int, now: int,
+                  stored: dict) -> tuple[set, int]:
     frame = pd.DataFrame([(k, s, e, n) for (k, s, e), n in new.items()], columns=["key", "start", "end", "n"])
-    result, expired = panes.step(frame, batch, watermark)
+    result, expired = panes.step(frame, batch, watermark, now)
     fired = set()
     for r in result.frame.itertuples(index=False):
         # the pane reads [lo, batch]: the batches of that range in which the window's rows were stored
@@ -64,6 +74,8 @@ def columnar_step(panes: ColumnarPanes, new: dict, batch: int, watermark: int, s
 
 
 def run_both(emit: plan.EmitSpec, mode: plan.AccumulationMode, lateness: int, history: list) -> None:
+    """``history``: per micro-batch (watermark advance or None for the end, new-row counts per window, and
+    optionally the processing time's advance: 1 if not given)."""
     emit = plan.EmitSpec(emit.trigger, mode, emit.explicit)
     trigger = ComparisonTrigger.of(emit)
     assert trigger is not None
@@ -71,23 +83,30 @@ def run_both(emit: plan.EmitSpec, mode: plan.AccumulationMode, lateness: int, hi
     columnar = ColumnarPanes(trigger, lateness, mode is plan.AccumulationMode.ACCUMULATING)
     stored: dict = {}  # window -> batches whose rows the window kept (the operator's stored partial rows)
     watermark = MIN_TIME
-    for batch, (advance, new) in enumerate(history):
+    now = 0
+    for batch, (advance, new, *clock) in enumerate(history):
         watermark = MAX_TIME if advance is None else (advance if watermark == MIN_TIME else watermark + advance)
+        now += clock[0] if clock else 1
         for window in new:  # stored only when accepted: the window is not closed and not past its cleanup
             state = scalar.windows.get(window)
             accepted = not (state is not None and state.closed) and watermark < scalar.driver.cleanup_time(
                 state or scalar.driver.new_window(window[1], window[2]))
             if accepted:
                 stored.setdefault(window, set()).add(batch)
-        expected = scalar.step(new, batch, watermark)
-        got = columnar_step(columnar, new, batch, watermark, stored)
-        assert got == expected, f"micro-batch {batch} at watermark {watermark}"
+        expected = scalar.step(new, batch, watermark, now)
+        got = columnar_step(columnar, new, batch, watermark, now, stored)
+        assert got == expected, f"micro-batch {batch} at watermark {watermark}, processing time {now}"
         assert len(columnar) == len(scalar.windows)
         assert sorted(columnar.closed()) == sorted(w for w, s in scalar.windows.items() if s.closed)
-        assert columnar.any_due(watermark) == any(scalar.due(s, watermark) for s in scalar.windows.values())
-        timers = [scalar.driver.timers(s).event_time for s in scalar.windows.values()]
-        assert columnar.earliest_timer() == min((t for t in timers if t is not None and t < MAX_TIME),
-                                                default=None)
+        for later in (0, 1, 3, 6):  # due now, or at a later processing time
+            assert columnar.any_due(watermark, now + later) == any(scalar.due(s, watermark, now + later)
+                                                                   for s in scalar.windows.values())
+        timers = [scalar.driver.timers(s) for s in scalar.windows.values()]
+        assert columnar.earliest_timer() == min((t.event_time for t in timers if t.event_time is not None
+                                                 and t.event_time < MAX_TIME), default=None)
+        assert columnar.earliest_processing_timer(now) == min((t.processing_time for t in timers if
+                                                               t.processing_time is not None and
+                                                               t.processing_time > now), default=None)
         restored = ColumnarPanes(trigger, lateness, columnar.accumulating)
         restored.restore(columnar.to_arrow())
         pd.testing.assert_frame_equal(restored.table, columnar.table)
@@ -96,7 +115,8 @@ def run_both(emit: plan.EmitSpec, mode: plan.AccumulationMode, lateness: int, hi
 
 history = st.lists(st.tuples(
     st.one_of(st.integers(0, 12), st.none()),
-    st.dictionaries(st.sampled_from(WINDOWS), st.integers(1, 4), max_size=6)), min_size=1, max_size=10)
+    st.dictionaries(st.sampled_from(WINDOWS), st.integers(1, 4), max_size=6),
+    st.integers(0, 5)), min_size=1, max_size=10)  # the processing time's advance: 0 is a tie
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -116,12 +136,41 @@ def test_hand_made_history(name: str, mode: plan.AccumulationMode) -> None:
         (4, {a: 1, b: 1}), (0, {}), (None, {("a", 20, 30): 1}), (0, {})])
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_processing_time_firings_by_hand(mode: plan.AccumulationMode) -> None:
+    """Early firings every 4 units of processing time after a pane's first row, a late firing 3 after the first
+    late row: a timer that comes due in a micro-batch without rows fires it, one that a row set in the same
+    micro-batch with delay 0 fires at once, and the end-of-window firing clears the early timer."""
+    a = ("a", 0, 10)
+    spec = plan.EmitSpec(plan.AfterWatermark(early=plan.AfterProcessingTime(4), late=plan.AfterProcessingTime(3)),
+                         mode)
+    panes = ColumnarPanes(ComparisonTrigger.of(spec), 20, mode is plan.AccumulationMode.ACCUMULATING)
+    stored: dict = {}
+
+    def step(batch: int, new: dict, watermark: int, now: int) -> set:
+        for window in new:
+            stored.setdefault(window, set()).add(batch)
+        return {(p[3], p[4], p[5]) for p in columnar_step(panes, new, batch, watermark, now, stored)[0]}
+
+    assert step(0, {a: 2}, 1, 100) == set() and panes.earliest_processing_timer(100) == 104
+    assert step(1, {a: 1}, 2, 102) == set()  # the pane's timer stays where its first row set it
+    assert step(2, {}, 2, 104) == {(0, "EARLY", False)} and panes.earliest_processing_timer(104) is None
+    assert step(3, {a: 1}, 3, 105) == set() and panes.earliest_processing_timer(105) == 109
+    assert step(4, {}, 10, 106) == {(1, "ON_TIME", False)}  # the end: the early timer is gone
+    assert panes.earliest_processing_timer(106) is None
+    assert step(5, {a: 1}, 12, 107) == set() and panes.earliest_processing_timer(107) == 110
+    assert step(6, {}, 12, 111) == {(2, "LATE", False)}
+
+
 def test_the_family() -> None:
-    """Only comparison triggers: processing time, composites and the global window stay on PaneDriver."""
+    """Only comparison triggers: processing time alone, composites and the global window stay on PaneDriver."""
     assert ComparisonTrigger.of(plan.EmitSpec()) == ComparisonTrigger(True, None, 1)
     assert ComparisonTrigger.of(plan.EmitSpec(plan.EmitFinal())) == ComparisonTrigger(False, final=True)
     assert ComparisonTrigger.of(plan.EmitSpec(), global_window=True) is None
-    for other in (plan.AfterCount(3), plan.Repeatedly(plan.AfterCount(3)), plan.AfterProcessingTime(5),
-                  plan.AfterWatermark(early=plan.AfterProcessingTime(5)),
+    every = plan.AfterProcessingTime(5)
+    assert ComparisonTrigger.of(plan.EmitSpec(plan.AfterWatermark(early=plan.Repeatedly(every)))) == \
+        ComparisonTrigger(True, early_after=every)
+    for other in (plan.AfterCount(3), plan.Repeatedly(plan.AfterCount(3)), every, plan.Repeatedly(every),
+                  plan.AfterWatermark(early=plan.AfterAny((every, plan.AfterCount(2)))),
                   plan.AfterWatermark(late=plan.AfterAny((plan.AfterCount(1), plan.AfterCount(2))))):
         assert ComparisonTrigger.of(plan.EmitSpec(other)) is None

@@ -11,41 +11,50 @@ its executors, not in the driver.
 
 from __future__ import annotations
 
+import datetime as dt
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sqlwin
 from sqlwin.core.columnar import STATE, ColumnarPanes, ComparisonTrigger
+from sqlwin.plan import triggers as plan
 from sqlwin.streaming import catalog, timewindows
 from sqlwin.streaming.engines import ColumnarEngine
 from sqlwin.streaming.keyedstate import PANE, TALLY, WINDOW, out_schema, step_windows
 from tests.streamtools import Feeder, ts
 
 TRIGGERS = [ComparisonTrigger(True), ComparisonTrigger(True, early=2), ComparisonTrigger(True, late=1),
-            ComparisonTrigger(True, early=3, late=2), ComparisonTrigger(False, final=True), ComparisonTrigger(False)]
+            ComparisonTrigger(True, early=3, late=2), ComparisonTrigger(False, final=True), ComparisonTrigger(False),
+            # processing-time early and late firings
+            ComparisonTrigger(True, early_after=plan.AfterProcessingTime(3)),
+            ComparisonTrigger(True, early=2, late_after=plan.AfterProcessingTime(0, 4, 1))]
 WINDOWS = [(k, s, s + 10) for k in ("a", "b", "c") for s in (0, 10, 20)]
 
 
 def _executor_step(state: pd.DataFrame, new: pd.DataFrame, trigger: ComparisonTrigger, lateness: int,
-                   accumulating: bool, batch: int, watermark: int,
+                   accumulating: bool, batch: int, watermark: int, now: int,
                    cut: int) -> tuple[pd.DataFrame, pd.DataFrame, int]:
     """What Spark does around ``step_windows``: the full outer join of the windows with the counts, handed over
     in Arrow batches of ``cut`` rows; returns (windows, panes, windows expired)."""
-    joined = state.assign(has_state=True).merge(new, on=["key", "start", "end"], how="outer") \
-        if len(new) else state.assign(has_state=True, n=0)
+    nullable = state.astype({c: "Int64" if t is np.int64 else "boolean" for c, t in STATE.items()})  # NULL: no state
+    joined = nullable.assign(has_state=True).merge(new, on=["key", "start", "end"], how="outer") \
+        if len(new) else nullable.assign(has_state=True, n=0)
     joined = joined.sort_values(["key", "start", "end"]).reset_index(drop=True)
     types = {np.int64: pa.int64(), np.bool_: pa.bool_()}
     schema = pa.schema([("key", pa.string()), ("start", pa.int64()), ("end", pa.int64()),
                         *[(c, types[t]) for c, t in STATE.items()], ("has_state", pa.bool_()), ("n", pa.int64())])
     table = pa.Table.from_pandas(joined[schema.names], schema=schema, preserve_index=False)  # NaN: NULL
-    out = pa.Table.from_batches(list(step_windows(trigger, lateness, accumulating, batch, watermark,
+    out = pa.Table.from_batches(list(step_windows(trigger, lateness, accumulating, batch, watermark, now,
                                                   iter(table.to_batches(max_chunksize=cut)))), out_schema())
     frame = out.to_pandas()
-    windows = frame[frame["kind"] == WINDOW][["key", "start", "end", *STATE]].reset_index(drop=True)
+    # the windows' rows apart before pandas: a column NULL in the other kinds' rows would turn float
+    windows = out.filter(pc.equal(out["kind"], WINDOW)).select(["key", "start", "end", *STATE]).to_pandas()
     panes = frame[frame["kind"] == PANE]
     return windows.astype(dict(STATE)), panes, int(frame[frame["kind"] == TALLY]["expired"].sum())
 
@@ -54,19 +63,20 @@ def _executor_step(state: pd.DataFrame, new: pd.DataFrame, trigger: ComparisonTr
 @given(trigger=st.sampled_from(TRIGGERS), lateness=st.sampled_from([0, 5, 15]), accumulating=st.booleans(),
        cut=st.integers(1, 5),
        history=st.lists(st.tuples(st.dictionaries(st.sampled_from(WINDOWS), st.integers(1, 4), max_size=5),
-                                  st.integers(0, 12)), min_size=1, max_size=8))
+                                  st.integers(0, 12), st.integers(0, 4)), min_size=1, max_size=8))
 def test_executor_step_equals_the_driver_engine(trigger, lateness, accumulating, cut, history):
     driver = ColumnarPanes(trigger, lateness, accumulating)
     state = pd.DataFrame({"key": pd.Series([], dtype=object), "start": np.array([], np.int64),
                           "end": np.array([], np.int64), **{c: np.array([], t) for c, t in STATE.items()}})
-    watermark = -1
-    for batch, (counts, advance) in enumerate(history):
+    watermark, now = -1, 0
+    for batch, (counts, advance, clock) in enumerate(history):
         watermark += advance  # the watermark never goes back, and sometimes stays
+        now += clock  # so does the processing time
         new = pd.DataFrame([(k, s, e, n) for (k, s, e), n in counts.items()],
                            columns=["key", "start", "end", "n"]).astype({"start": "int64", "end": "int64",
                                                                          "n": "int64"})
-        fired, expired = driver.step(new, batch, watermark)
-        state, panes, gone = _executor_step(state, new, trigger, lateness, accumulating, batch, watermark, cut)
+        fired, expired = driver.step(new, batch, watermark, now)
+        state, panes, gone = _executor_step(state, new, trigger, lateness, accumulating, batch, watermark, now, cut)
         assert gone == expired
         expected = sorted(zip(fired.frame["key"], fired.frame["start"], fired.frame["pane_index"],
                               fired.frame["pane_timing"], fired.frame["is_final"], fired.frame["lo"], strict=True))
@@ -192,3 +202,128 @@ def test_a_streaming_table_keeps_its_windows_in_spark(spark, tmp_path, monkeypat
         for t in catalog.all_tables():
             t.stop()
             catalog.remove_table(t.name)
+
+
+# -- processing-time early and late firings, in every pane engine -------------------------------------------
+PT_QUERY = """SELECT window_start, k, SUM(v) AS s, COUNT(*) AS c
+    FROM TUMBLE(TABLE {stream}, DESCRIPTOR(ts), INTERVAL 10 SECONDS)
+    GROUP BY window_start, window_end, k
+    ALLOWED LATENESS INTERVAL 20 SECONDS LATE ROWS TO {stream}_late
+    EMIT WITH TRIGGER AFTER WATERMARK EARLY EVERY INTERVAL 5 SECONDS
+                                      LATE AFTER PROCESSING TIME DELAY INTERVAL 3 SECONDS"""
+# (k, v, ts, micro-batch, processing time): Beam's early firings 5 s after a pane's first row, late ones 3 s
+# after the first late row, the timers going off in the next micro-batch at or after them (a replay has no
+# micro-batch of its own for a timer)
+PT_ROWS = [("a", 1, 1, 0, 0), ("b", 2, 3, 0, 0),  # early timers of a[0, 10) and b[0, 10) at 5; W -> 1
+           ("a", 3, 4, 1, 2),  # W -> 2
+           ("c", 4, 12, 2, 6),  # at 6: a and b fire EARLY; c[10, 20)'s timer at 11; W -> 10 (no-data: ON_TIME)
+           ("a", 5, 5, 3, 8),  # a late row of a[0, 10): its late timer at 11
+           ("b", 6, 15, 4, 12),  # at 12: a fires LATE, c EARLY; b[10, 20)'s timer at 17; W -> 13
+           ("d", None, 99, 5, 13)]  # a NULL value, far ahead: the watermark moves past every window's cleanup
+# the clock of PT_ROWS' processing times: far ahead, so that a live table's timer never goes off on its own
+# (its micro-batch would come at a moment of the wall clock, not of the test): timers fire as in a replay
+PT_CLOCK = dt.datetime(2100, 1, 1)
+PT_EXPECTED = [
+    (0, "a", 4, 2, 0, "EARLY", False, 2), (0, "b", 2, 1, 0, "EARLY", False, 2),
+    (0, "a", 4, 2, 1, "ON_TIME", False, 3), (0, "b", 2, 1, 1, "ON_TIME", False, 3),
+    (0, "a", 9, 3, 2, "LATE", False, 5), (10, "c", 4, 1, 0, "EARLY", False, 5),
+    # W -> 97 at 13: the no-data micro-batch fires [10, 20) ON_TIME, past its cleanup (40) too: final
+    (10, "b", 6, 1, 0, "ON_TIME", True, 7), (10, "c", 4, 1, 1, "ON_TIME", True, 7),
+    (90, "d", None, 1, 0, "ON_TIME", True, 8),  # at the end of input
+]
+
+
+@pytest.mark.slow
+def test_processing_time_firings_are_the_same_in_every_pane_engine(spark, monkeypatch, tmp_path):
+    """``AFTER WATERMARK EARLY EVERY interval LATE AFTER PROCESSING TIME DELAY d`` is in the columnar family:
+    replayed on its PROCESSING TIME BY clock, the per-window ``PaneDriver`` (the reference), the driver's
+    columnar engine, the columnar engine with its windows in Spark and the planned replay give the hand-worked
+    panes above, micro-batch numbers included."""
+    from sqlwin.streaming import plannedreplay
+    from sqlwin.streaming.keyedstate import KeyedPanes
+    from sqlwin.streaming.operator import MicroBatchOperator
+
+    base = dt.datetime(2024, 1, 1)
+    spark.createDataFrame(
+        [(k, v, base + dt.timedelta(seconds=t), mb, PT_CLOCK + dt.timedelta(seconds=pt), i)
+         for i, (k, v, t, mb, pt) in enumerate(PT_ROWS)],
+        "k string, v int, ts timestamp, mb int, pt timestamp, seq int").createOrReplaceTempView("pt_rows")
+    engines: list[str] = []
+    original = MicroBatchOperator._pane_engine
+
+    def recorded(self, committed):
+        made = original(self, committed)
+        engines.append(type(made).__name__)
+        return made
+
+    monkeypatch.setattr(MicroBatchOperator, "_pane_engine", recorded)
+    monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(tmp_path))
+    results = {}
+    runs = {"pane driver": ("driver", False, False), "columnar": ("driver", True, False),
+            "in Spark": ("executors", True, False), "planned": ("driver", True, True)}
+    try:
+        for name, (state, columnar, planned) in runs.items():
+            spark.conf.set("sqlwin.streaming.state", state)
+            stream = f"pt_{name.replace(' ', '_')}"
+            with monkeypatch.context() as m:
+                m.setattr(MicroBatchOperator, "COLUMNAR", columnar)
+                m.setattr(plannedreplay.PlannedReplay, "COLUMNAR_GROUPS", 0)
+                if not planned:
+                    m.setattr(plannedreplay.PlannedReplay, "plannable", lambda self, cut: False)
+                m.setattr(KeyedPanes, "drive", _counting(KeyedPanes.drive, engines))
+                sqlwin.sql(spark, f"CREATE STREAM {stream} FROM TABLE pt_rows ARRIVAL ORDER BY seq MICRO BATCH BY "
+                                  "mb PROCESSING TIME BY pt WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS")
+                rows = sqlwin.sql(spark, PT_QUERY.format(stream=stream)).collect()
+            results[name] = sorted(((r.window_start - base).seconds, r.k, r.s, r.c, r.pane_index, r.pane_timing,
+                                    r.is_final, r.micro_batch) for r in rows)
+            assert spark.table(f"{stream}_late").count() == 0
+            catalog.drop_stream(spark, stream)
+    finally:
+        spark.conf.unset("sqlwin.streaming.state")
+    assert engines[:2] == ["WindowStates", "WindowStates"] and "KeyedPanes.drive" in engines, engines
+    expected = sorted(PT_EXPECTED)
+    for name in runs:
+        assert results[name] == expected, (name, "\n".join(map(str, results[name])))
+
+
+@pytest.mark.slow
+def test_processing_time_firings_of_a_live_table_with_its_windows_in_spark(spark, monkeypatch, tmp_path):
+    """The same rows live, a file per micro-batch on the same clock, the windows in Spark: the replay's panes
+    (but for what the end of input fires, which a stream does not have), micro-batch numbers included."""
+    from sqlwin.pipeline import compile_statement
+    from sqlwin.streaming.statements import start_table
+    from tests.test_transcripts_spark import ManualClock
+
+    monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(tmp_path / "root"))
+    spark.conf.set("sqlwin.streaming.state", "executors")
+    feeder = Feeder(tmp_path / "in")
+    sqlwin.sql(spark, f"CREATE STREAM pt_live (k STRING, v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL 2 "
+                      f"SECONDS) USING json OPTIONS (path '{feeder.folder}')")
+    created = compile_statement(f"CREATE STREAMING TABLE pt_live_out AS {PT_QUERY.format(stream='pt_live')}",
+                                "spark", catalog=spark, spark=spark).plan
+    clock = ManualClock()
+    table = start_table(spark, created.name, created.query, created.format, created.options, clock=clock)
+    base, epoch = dt.datetime(2024, 1, 1), dt.datetime(1970, 1, 1)
+    try:
+        assert type(table.operator.panes).__name__ == "KeyedPanes"
+        for mb in sorted({r[3] for r in PT_ROWS}):
+            rows = [r for r in PT_ROWS if r[3] == mb]
+            clock.now = int((PT_CLOCK + dt.timedelta(seconds=rows[0][4]) - epoch).total_seconds()) * 1_000_000
+            feeder.feed([[{"k": k, "v": v, "ts": str(base + dt.timedelta(seconds=t))} for k, v, t, _, _ in rows]],
+                        table)
+        got = sorted(((r.window_start - base).seconds, r.k, r.s, r.c, r.pane_index, r.pane_timing, r.is_final,
+                      r.micro_batch) for r in spark.table("pt_live_out").collect())
+        assert got == sorted(p for p in PT_EXPECTED if p[1] != "d")
+        assert spark.table("pt_live_late").count() == 0
+    finally:
+        spark.conf.unset("sqlwin.streaming.state")
+        table.stop()
+        catalog.remove_table(table.name)
+        catalog.drop_stream(spark, "pt_live")
+
+
+def _counting(drive, seen: list):
+    def counted(self, *args, **kwargs):
+        seen.append("KeyedPanes.drive")
+        return drive(self, *args, **kwargs)
+    return counted

@@ -2,17 +2,19 @@
 
 Flink SQL runs its window aggregations with default emission on a slicing window operator, not on the
 generic ``WindowOperator`` with a trigger object per window; this is sqlwin's counterpart. For
-``AFTER WATERMARK [EARLY EVERY n ROWS] [LATE EVERY n ROWS]`` (the default trigger is one of them),
-``EMIT FINAL`` and ``NEVER``, a window's state is a handful of numbers (counts since the last early or
-late firing, whether the end-of-window firing happened, the next pane index, ...), and every transition
-``PaneDriver.process`` makes for one micro-batch is a comparison of those numbers with the window's new
-row count and the watermark. numpy evaluates them for all windows together: a micro-batch costs a few
+``AFTER WATERMARK [EARLY t] [LATE t]`` where each of ``t`` is ``EVERY n ROWS`` or a processing-time delay
+(``AFTER PROCESSING TIME DELAY d [ALIGNED TO p]``, ``EVERY interval``: Beam's most common early firings), the
+default trigger among them, ``EMIT FINAL`` and ``NEVER``, a window's state is a handful of numbers (counts since
+the last early or late firing, the processing time an early or late firing is due, whether the end-of-window
+firing happened, the next pane index, ...), and every transition ``PaneDriver.process`` makes for one
+micro-batch is a comparison of those numbers with the window's new row count, the watermark and the
+micro-batch's processing time. numpy evaluates them for all windows together: a micro-batch costs a few
 array operations, not a Python call per (key, window), and the state is a table, saved as one parquet file.
 
 The rules are ``PaneDriver``'s, written as array expressions (each step below names the method it
 mirrors); ``tests/test_columnar_panes.py`` checks, on generated histories, that both give the same panes
-window by window. Any other trigger (processing time, AFTER ANY/ALL/EACH, UNTIL, REPEATEDLY, AFTER COUNT
-alone), sessions, count windows and evictors run on ``PaneDriver``.
+window by window. Any other trigger (AFTER PROCESSING TIME alone, AFTER ANY/ALL/EACH, UNTIL, REPEATEDLY, AFTER
+COUNT alone), sessions, count windows and evictors run on ``PaneDriver``.
 
 A pane's input is given as a range of micro-batches ``[lo, batch]`` (``lo`` < 0: none): the window's rows
 stored by those micro-batches (ACCUMULATING: since its first row; DISCARDING: since its previous pane).
@@ -27,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from sqlwin.core.panes import MAX_TIME, fired_table
+from sqlwin.core.triggers import align_up
 from sqlwin.plan import triggers as plan
 
 KEY = ["key", "start", "end"]
@@ -36,6 +39,8 @@ STATE = {
     "late": np.bool_,  # AFTER WATERMARK's end-of-window firing happened (its "late" node)
     "early_count": np.int64,  # rows since the last early firing (EARLY EVERY n ROWS)
     "late_count": np.int64,  # rows since the last late firing (LATE EVERY n ROWS)
+    "early_at": np.int64,  # when the early processing-time firing is due (MAX_TIME: not set)
+    "late_at": np.int64,  # when the late processing-time firing is due (MAX_TIME: not set)
     "closed": np.bool_,  # the trigger finished: a tombstone until the cleanup time
     "pending": np.bool_,  # rows arrived since the previous pane
     "next_index": np.int64,
@@ -44,18 +49,23 @@ STATE = {
     "lo": np.int64,  # the first micro-batch the next pane reads (-1: none)
     "last": np.int64,  # the last micro-batch that brought rows (-1: none)
 }
+# what a NULL of a column stands for (a state column written before the column existed: an earlier version's)
+UNSET = {"early_at": MAX_TIME, "late_at": MAX_TIME}
 EARLY, ON_TIME, LATE = (t.value for t in (plan.PaneTiming.EARLY, plan.PaneTiming.ON_TIME, plan.PaneTiming.LATE))
 
 
 @dataclass(frozen=True)
 class ComparisonTrigger:
-    """A trigger of the family: AFTER WATERMARK with its optional early and late counts, or the expiry pane
-    only (``EMIT FINAL``, whose expiry pane is ON_TIME, and ``NEVER``, whose is LATE)."""
+    """A trigger of the family: AFTER WATERMARK with its optional early and late sub-triggers (a count, or a
+    processing-time delay), or the expiry pane only (``EMIT FINAL``, whose expiry pane is ON_TIME, and
+    ``NEVER``, whose is LATE)."""
 
     watermark: bool
     early: int | None = None  # EARLY EVERY n ROWS
     late: int | None = None  # LATE EVERY n ROWS
     final: bool = False  # EMIT FINAL
+    early_after: plan.AfterProcessingTime | None = None  # EARLY AFTER PROCESSING TIME ... / EVERY interval
+    late_after: plan.AfterProcessingTime | None = None  # LATE AFTER PROCESSING TIME ... / EVERY interval
 
     @classmethod
     def of(cls, emit: plan.EmitSpec, global_window: bool = False) -> ComparisonTrigger | None:
@@ -69,20 +79,36 @@ class ComparisonTrigger:
             return cls(False)
         if not isinstance(trigger, plan.AfterWatermark):
             return None
-        early, late = _every(trigger.early), _every(trigger.late)
-        if early is False or late is False:
+        early, late = _sub(trigger.early), _sub(trigger.late)
+        if early is None or late is None:
             return None
-        return cls(True, early, late)
+        return cls(True, early[0], late[0], early_after=early[1], late_after=late[1])
+
+    @property
+    def processing_time(self) -> bool:
+        """Whether a window may fire on a processing-time timer."""
+        return self.early_after is not None or self.late_after is not None
 
 
-def _every(trigger: plan.Trigger | None) -> int | bool | None:
-    """``n`` for an early/late sub-trigger ``AFTER COUNT n`` (they repeat, wrapped or not), None for none,
-    False for any other sub-trigger."""
+def _sub(trigger: plan.Trigger | None) -> tuple[int | None, plan.AfterProcessingTime | None] | None:
+    """An early/late sub-trigger as (``n`` of ``AFTER COUNT n``, ``AFTER PROCESSING TIME``), either or both
+    absent (they repeat, wrapped in REPEATEDLY or not); None for any other sub-trigger."""
     if trigger is None:
-        return None
+        return None, None
     if isinstance(trigger, plan.Repeatedly):
         trigger = trigger.trigger
-    return trigger.n if isinstance(trigger, plan.AfterCount) else False
+    if isinstance(trigger, plan.AfterCount):
+        return trigger.n, None
+    if isinstance(trigger, plan.AfterProcessingTime):
+        return None, trigger
+    return None
+
+
+def due_at(spec: plan.AfterProcessingTime, processing_time: int) -> int:
+    """When a processing-time sub-trigger set by a row of a micro-batch at ``processing_time`` is due
+    (``AfterProcessingTimeMachine.on_element``: the delay, then the grid)."""
+    at = processing_time + spec.delay
+    return align_up(at, spec.align_to, spec.align_offset) if spec.align_to is not None else at
 
 
 @dataclass
@@ -107,24 +133,33 @@ def fresh_state(ends: np.ndarray, lateness: int) -> dict[str, np.ndarray]:
     state["cleanup"] = np.where(ends >= limit, MAX_TIME, np.where(ends >= limit, 0, ends) + lateness)
     state["lo"][:] = -1
     state["last"][:] = -1
+    for name, unset in UNSET.items():
+        state[name][:] = unset
     return state
 
 
 def timers_of(trigger: ComparisonTrigger, end: np.ndarray, col: dict[str, np.ndarray]) -> np.ndarray:
     """Each window's event-time timer (PaneDriver.timers): its end before AFTER WATERMARK's end-of-window
-    firing, else its cleanup time; the family has no processing-time timer."""
+    firing, else its cleanup time."""
     return np.where(trigger.watermark & ~col["late"] & ~col["closed"], end, col["cleanup"])
 
 
+def processing_timers_of(col: dict[str, np.ndarray]) -> np.ndarray:
+    """Each window's processing-time timer (MAX_TIME: none): its early sub-trigger's before the end-of-window
+    firing, its late one's after it (a closed window has neither)."""
+    return np.where(col["late"], col["late_at"], col["early_at"])
+
+
 def advance(trig: ComparisonTrigger, accumulating: bool, col: dict[str, np.ndarray], end: np.ndarray,
-            counts: np.ndarray, batch: int, w: int) -> Step:
+            counts: np.ndarray, batch: int, w: int, pt: int) -> Step:
     """One micro-batch for the windows whose state is ``col`` (edited in place; the expired ones' rows are
-    left for the caller to drop), ``counts`` their new rows, ``w`` the watermark: PaneDriver.process for every
-    window with new rows or a due timer, as array expressions. The driver's ``ColumnarPanes`` and the
-    executors' keyed state (``sqlwin.streaming.keyedstate``) both step their windows with it."""
+    left for the caller to drop), ``counts`` their new rows, ``w`` the watermark, ``pt`` the micro-batch's
+    processing time: PaneDriver.process for every window with new rows or a due timer, as array expressions.
+    The driver's ``ColumnarPanes`` and the executors' keyed state (``sqlwin.streaming.keyedstate``) both step
+    their windows with it."""
     cleanup, late, closed = col["cleanup"], col["late"], col["closed"]
     # the windows processed: new rows, or a due timer
-    processed = (counts > 0) | (w >= timers_of(trig, end, col))
+    processed = (counts > 0) | (w >= timers_of(trig, end, col)) | (pt >= processing_timers_of(col))
     expiring = processed & (w >= cleanup)
     # _classify: rows of an expiring or closed window are dropped (the caller classified them already)
     added = processed & (counts > 0) & ~expiring & ~closed
@@ -137,12 +172,21 @@ def advance(trig: ComparisonTrigger, accumulating: bool, col: dict[str, np.ndarr
         col["early_count"] += np.where(added & ~late, counts, 0)
     if trig.late is not None:
         col["late_count"] += np.where(added & late, counts, 0)
+    # a processing-time sub-trigger is set by the first row of its pane
+    if trig.early_after is not None:
+        col["early_at"] = np.where(added & ~late & (col["early_at"] == MAX_TIME), due_at(trig.early_after, pt),
+                                   col["early_at"])
+    if trig.late_after is not None:
+        col["late_at"] = np.where(added & late & (col["late_at"] == MAX_TIME), due_at(trig.late_after, pt),
+                                  col["late_at"])
     # should_fire / on_fire
     reached = w >= end
     if trig.watermark:
-        early_ready = col["early_count"] >= trig.early if trig.early is not None else False
-        late_ready = col["late_count"] >= trig.late if trig.late is not None else False
-        timer_due = ~late & reached
+        early_ready = col["early_count"] >= trig.early if trig.early is not None else \
+            pt >= col["early_at"] if trig.early_after is not None else False
+        late_ready = col["late_count"] >= trig.late if trig.late is not None else \
+            pt >= col["late_at"] if trig.late_after is not None else False
+        timer_due = (~late & reached) | (pt >= processing_timers_of(col))
         should = np.where(late, late_ready, reached | early_ready)
         fire = processed & ~closed & (added | expiring | timer_due) & should
     else:
@@ -150,8 +194,10 @@ def advance(trig: ComparisonTrigger, accumulating: bool, col: dict[str, np.ndarr
     fire_late, fire_early, fire_end = fire & late, fire & ~late & ~reached, fire & ~late & reached
     col["early_count"] = np.where(fire_early | fire_end, 0, col["early_count"])
     col["late_count"] = np.where(fire_late | fire_end, 0, col["late_count"])
+    col["early_at"] = np.where(fire_early | fire_end, MAX_TIME, col["early_at"])
+    col["late_at"] = np.where(fire_late | fire_end, MAX_TIME, col["late_at"])
     col["late"] = late | fire_end
-    finished = fire_end if trig.late is None else np.zeros(len(end), bool)
+    finished = fire_end if trig.late is None and trig.late_after is None else np.zeros(len(end), bool)
     # _timing / _emit: a firing emits if it has new rows or is ON_TIME; an expiring window that did not
     # fire emits what is pending (its expiry pane: ON_TIME for EMIT FINAL)
     pending = col["pending"]
@@ -177,6 +223,8 @@ def advance(trig: ComparisonTrigger, accumulating: bool, col: dict[str, np.ndarr
     col["lo"] = np.where(close, -1, col["lo"])
     for name in ("early_count", "late_count"):
         col[name] = np.where(close, 0, col[name])
+    for name, unset in UNSET.items():
+        col[name] = np.where(close, unset, col[name])
     col["late"] &= ~close
     return step
 
@@ -238,7 +286,7 @@ class ColumnarPanes:
         return len(self.table)
 
     # -- one micro-batch (PaneDriver.process for every window with new rows or a due timer) ----------
-    def step(self, new: pd.DataFrame, batch: int, watermark: int) -> tuple[FiredPanes, int]:
+    def step(self, new: pd.DataFrame, batch: int, watermark: int, processing_time: int) -> tuple[FiredPanes, int]:
         """``new``: the windows that got rows (columns key, start, end, n > 0); returns the panes fired and
         how many windows expired (their state is gone)."""
         self._open(new)
@@ -249,7 +297,7 @@ class ColumnarPanes:
             np.zeros(len(t), np.int64)
         end = t.index.get_level_values("end").to_numpy(np.int64)
         col = {c: t[c].to_numpy(copy=True) for c in STATE}
-        step = advance(self.trigger, self.accumulating, col, end, counts, batch, watermark)
+        step = advance(self.trigger, self.accumulating, col, end, counts, batch, watermark, processing_time)
         fired = self._panes(t, step.emit, step.index, step.timing, step.is_final, step.lo)
         for name, values in col.items():
             t[name] = values
@@ -285,18 +333,29 @@ class ColumnarPanes:
 
     # -- what the operator asks between micro-batches --------------------------------------------
     def timers(self) -> np.ndarray:
-        """Each window's event-time timer (PaneDriver.timers); the family has no processing-time timer."""
+        """Each window's event-time timer (PaneDriver.timers)."""
         t = self.table
         return timers_of(self.trigger, t.index.get_level_values("end").to_numpy(np.int64),
                          {c: t[c].to_numpy() for c in ("late", "closed", "cleanup")})
 
-    def any_due(self, watermark: int) -> bool:
-        return bool(len(self.table)) and bool((watermark >= self.timers()).any())
+    def processing_timers(self) -> np.ndarray:
+        """Each window's processing-time timer (MAX_TIME: none)."""
+        return processing_timers_of({c: self.table[c].to_numpy() for c in ("late", "early_at", "late_at")})
+
+    def any_due(self, watermark: int, processing_time: int) -> bool:
+        return bool(len(self.table)) and bool(((watermark >= self.timers())
+                                               | (processing_time >= self.processing_timers())).any())
 
     def earliest_timer(self) -> int | None:
         """The earliest event-time timer before +infinity (None: none)."""
         timers = self.timers()
         timers = timers[timers < MAX_TIME]
+        return int(timers.min()) if len(timers) else None
+
+    def earliest_processing_timer(self, after: int) -> int | None:
+        """The earliest processing-time timer after ``after`` (None: none)."""
+        timers = self.processing_timers()
+        timers = timers[(timers > after) & (timers < MAX_TIME)]
         return int(timers.min()) if len(timers) else None
 
     def are_closed(self, windows: pd.MultiIndex) -> np.ndarray:
@@ -330,4 +389,6 @@ class ColumnarPanes:
             self.table = self._empty()
             return
         frame["key"] = frame["key"].astype("str")
+        for name, unset in UNSET.items():  # a table an earlier version saved, without the column
+            frame[name] = frame[name].fillna(unset) if name in frame else unset
         self.table = frame.set_index(KEY).astype(STATE)

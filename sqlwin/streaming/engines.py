@@ -131,12 +131,11 @@ class ColumnarEngine(Durable):
     def drive(self, accepted: Any, batch: int, watermark: int, processing_time: int,
               token: int) -> tuple[FiredPanes, int]:
         """As ``WindowStates.drive``; a pane reads the micro-batches ``[lo, token]`` since its window's first
-        (a streaming table's ``token`` is ``batch``; a planned replay's, the table micro-batch stepped), and no
-        timer is in processing time."""
-        return self.panes.step(accepted, token, watermark)
+        (a streaming table's ``token`` is ``batch``; a planned replay's, the table micro-batch stepped)."""
+        return self.panes.step(accepted, token, watermark, processing_time)
 
     def any_due(self, watermark: int, processing_time: int) -> bool:
-        return self.panes.any_due(watermark)
+        return self.panes.any_due(watermark, processing_time)
 
     def closed(self) -> list[WindowKey]:
         return self.panes.closed()
@@ -145,8 +144,10 @@ class ColumnarEngine(Durable):
         return self.panes.live_batches(stored)
 
     def timers(self, now: int) -> tuple[list[int], list[int]]:
-        earliest = self.panes.earliest_timer()
-        return [], [earliest] if earliest is not None else []
+        """The earliest processing-time timer after ``now`` and the earliest event-time one (each list holds
+        one or none: the operator asks for the earliest only)."""
+        earliest, processing = self.panes.earliest_timer(), self.panes.earliest_processing_timer(now)
+        return [processing] if processing is not None else [], [earliest] if earliest is not None else []
 
     def snapshot(self, commit: Commit) -> dict:
         commit.save_table("windows", self.panes.to_arrow())  # before the commit: it is part of it

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from sqlwin.core import columnar
 from sqlwin.core.columnar import KEY, STATE, ColumnarPanes, ComparisonTrigger, advance, fresh_state, timers_of
 from sqlwin.core.panes import MAX_TIME
 from sqlwin.streaming import storage
@@ -35,7 +36,7 @@ from sqlwin.streaming.committer import Commit, Durable
 
 _TYPES = {np.int64: "bigint", np.bool_: "boolean"}
 STATE_DDL = ", ".join(["key string", "start bigint", "end bigint", *[f"{c} {_TYPES[t]}" for c, t in STATE.items()],
-                       "timer bigint"])
+                       "timer bigint", "ptimer bigint"])
 PANE_DDL = "pane_index int, pane_timing string, is_final boolean, pane_lo bigint"
 OUT_DDL = f"kind string, {STATE_DDL}, {PANE_DDL}, processed bigint, expired bigint"
 COUNTS_DDL = "__key string, __ws bigint, __we bigint, __n bigint"  # what the engine reads of ``rows/<n>``
@@ -43,7 +44,7 @@ WINDOW, PANE, TALLY = "w", "p", "x"  # the kinds of rows a step writes: window s
 
 
 def step_windows(trigger: ComparisonTrigger, lateness: int, accumulating: bool, batch: int, watermark: int,
-                 batches: Iterator[Any]) -> Iterator[Any]:
+                 processing_time: int, batches: Iterator[Any]) -> Iterator[Any]:
     """The executors' step: Arrow batches of (window state or none, new-row count ``n`` or none) rows in;
     the windows' new state, the panes fired and one tally row per batch out (``OUT_DDL``)."""
     import pyarrow as pa
@@ -58,12 +59,14 @@ def step_windows(trigger: ComparisonTrigger, lateness: int, accumulating: bool, 
         counts = pc.fill_null(rb["n"], 0).to_numpy(zero_copy_only=False).astype(np.int64)
         end = rb["end"].to_numpy(zero_copy_only=False).astype(np.int64)
         fresh = fresh_state(end, lateness)
-        col = {c: np.where(has, pc.fill_null(rb[c], t(0)).to_numpy(zero_copy_only=False), fresh[c]).astype(t)
-               for c, t in STATE.items()}
-        step = advance(trigger, accumulating, col, end, counts, batch, watermark)
+        # (a NULL in a column an earlier version did not write: UNSET)
+        col = {c: np.where(has, pc.fill_null(rb[c], t(columnar.UNSET.get(c, 0))).to_numpy(zero_copy_only=False),
+                           fresh[c]).astype(t) for c, t in STATE.items()}
+        step = advance(trigger, accumulating, col, end, counts, batch, watermark, processing_time)
         keep = ~step.expiring
         window = {"kind": np.full(int(keep.sum()), WINDOW, object), **{c: rb[c].filter(pa.array(keep)) for c in KEY},
-                  **{c: v[keep] for c, v in col.items()}, "timer": timers_of(trigger, end, col)[keep]}
+                  **{c: v[keep] for c, v in col.items()}, "timer": timers_of(trigger, end, col)[keep],
+                  "ptimer": columnar.processing_timers_of(col)[keep]}
         yield _batch(schema, window)
         if step.emit.any():
             emit = pa.array(step.emit)
@@ -152,7 +155,7 @@ class KeyedPanes(Durable):
     """The columnar pane engine with its windows in Spark (see the module's docstring); the driver keeps the
     committed version's number and its global numbers only."""
 
-    EMPTY = {"windows": 0, "closed": 0, "min_timer": None, "earliest": None, "min_lo": None}
+    EMPTY = {"windows": 0, "closed": 0, "min_timer": None, "earliest": None, "min_lo": None, "min_ptimer": None}
 
     def __init__(self, spark: Any, root: str, trigger: ComparisonTrigger, lateness: int, accumulating: bool):
         self.spark = spark
@@ -198,7 +201,7 @@ class KeyedPanes(Durable):
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
-        due = self.stats["min_timer"] is not None and watermark >= self.stats["min_timer"]
+        due = self.any_due(watermark, processing_time)
         self.changed = False
         if not accepted.windows and not due:
             return KeyedFired(self.path(batch), 0, None), 0
@@ -213,7 +216,7 @@ class KeyedPanes(Durable):
         trigger, lateness, accumulating = self.trigger, self.lateness, self.accumulating
 
         def step(batches: Iterator[Any]) -> Iterator[Any]:
-            return step_windows(trigger, lateness, accumulating, batch, watermark, batches)
+            return step_windows(trigger, lateness, accumulating, batch, watermark, processing_time, batches)
 
         out = windows.mapInArrow(step, OUT_DDL)
         observation = Observation()
@@ -225,6 +228,7 @@ class KeyedPanes(Durable):
                           F.min(F.when(is_window, F.col("timer"))).alias("min_timer"),
                           F.min(F.when(is_window & (F.col("timer") < MAX_TIME), F.col("timer"))).alias("earliest"),
                           F.min(F.when(is_window & (F.col("lo") >= 0), F.col("lo"))).alias("min_lo"),
+                          F.min(F.when(is_window & (F.col("ptimer") < MAX_TIME), F.col("ptimer"))).alias("min_ptimer"),
                           F.count_if(kind == PANE).alias("fired"),
                           F.min(F.when((kind == PANE) & (F.col("pane_lo") >= 0), F.col("pane_lo"))).alias("pane_lo"),
                           F.sum(F.when(kind == TALLY, F.col("processed"))).alias("processed"),
@@ -240,7 +244,8 @@ class KeyedPanes(Durable):
         return fired, int(got["expired"] or 0)
 
     def any_due(self, watermark: int, processing_time: int) -> bool:
-        return self.stats["min_timer"] is not None and watermark >= self.stats["min_timer"]
+        timer, ptimer = self.stats["min_timer"], self.stats.get("min_ptimer")
+        return (timer is not None and watermark >= timer) or (ptimer is not None and processing_time >= ptimer)
 
     # -- moving the windows between the driver and Spark ---------------------------------------------
     @classmethod
@@ -251,8 +256,9 @@ class KeyedPanes(Durable):
         engine = cls(spark, root, panes.trigger, panes.lateness, panes.accumulating)
         storage.delete(engine.path(batch))  # what an attempt that crashed may have left
         table = panes.to_arrow()
-        timers = panes.timers()
+        timers, ptimers = panes.timers(), panes.processing_timers()
         table = table.append_column("timer", pa.array(timers, pa.int64()))
+        table = table.append_column("ptimer", pa.array(ptimers, pa.int64()))
         storage.write_parquet(storage.join(engine.path(batch), f"kind={WINDOW}", "part-00000.parquet"), table)
         lo = table["lo"].to_numpy()
         finite = timers[timers < MAX_TIME]
@@ -260,14 +266,15 @@ class KeyedPanes(Durable):
         engine.stats = {"windows": table.num_rows, "closed": int(table["closed"].to_numpy().sum()),
                         "min_timer": int(timers.min()) if len(timers) else None,
                         "earliest": int(finite.min()) if len(finite) else None,
-                        "min_lo": int(lo[lo >= 0].min()) if (lo >= 0).any() else None}
+                        "min_lo": int(lo[lo >= 0].min()) if (lo >= 0).any() else None,
+                        "min_ptimer": int(ptimers[ptimers < MAX_TIME].min()) if (ptimers < MAX_TIME).any() else None}
         return engine
 
     def to_table(self, panes: ColumnarPanes) -> ColumnarPanes:
         """The windows in force, restored into the driver's ``panes``."""
         if self.version is not None and self.stats["windows"]:
             path = storage.join(self.path(self.version), f"kind={WINDOW}")
-            panes.restore(self.spark.read.schema(STATE_DDL).parquet(path).drop("timer").toArrow())
+            panes.restore(self.spark.read.schema(STATE_DDL).parquet(path).drop("timer", "ptimer").toArrow())
         return panes
 
     def closed(self) -> Tombstones | list:
@@ -282,8 +289,10 @@ class KeyedPanes(Durable):
         return {b for b in stored if first is not None and b >= first}
 
     def timers(self, now: int) -> tuple[list[int], list[int]]:
-        earliest = self.stats["earliest"]
-        return [], [earliest] if earliest is not None else []
+        """The earliest processing-time timer after ``now`` (a step leaves none at or before its own time) and
+        the earliest event-time one."""
+        earliest, ptimer = self.stats["earliest"], self.stats.get("min_ptimer")
+        return [ptimer] if ptimer is not None and ptimer > now else [], [earliest] if earliest is not None else []
 
     # -- committed with the micro-batch --------------------------------------------------------------
     def snapshot(self, commit: Commit) -> dict:
@@ -293,7 +302,7 @@ class KeyedPanes(Durable):
         keyed = commit.data.get("keyed")
         if keyed is not None:
             self.version = keyed["version"]
-            self.stats = dict(keyed["stats"])
+            self.stats = {**self.EMPTY, **keyed["stats"]}  # (an earlier version's commit has no processing timer)
         self.committed_version = self.version
 
     def delete_uncommitted(self) -> None:
