@@ -14,6 +14,27 @@ from typing import Any
 T0 = dt.datetime(2024, 1, 1)
 
 
+class ManualClock:
+    """The processing-time clock of a streaming table under test: set by the test before each micro-batch
+    (epoch microseconds)."""
+
+    def __init__(self, now: int = 0) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def start_clocked(spark: Any, statement: str, now: int = 0) -> tuple[Any, ManualClock]:
+    """A ``CREATE STREAMING TABLE`` started on a ``ManualClock`` (at ``now``), and the clock."""
+    from sqlwin.pipeline import compile_statement
+    from sqlwin.streaming.statements import start_table
+
+    created = compile_statement(statement, "spark", catalog=spark, spark=spark).plan
+    clock = ManualClock(now)
+    return start_table(spark, created.name, created.query, created.format, created.options, clock=clock), clock
+
+
 def ts(seconds: float) -> str:
     return (T0 + dt.timedelta(seconds=seconds)).isoformat(sep=" ")
 

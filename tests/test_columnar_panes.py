@@ -36,6 +36,11 @@ TRIGGERS = {
                                                              late=plan.AfterCount(2))),
     "early2_late_aligned": plan.EmitSpec(plan.AfterWatermark(early=plan.AfterCount(2),
                                                              late=plan.Repeatedly(plan.AfterProcessingTime(0, 4)))),
+    # a count or processing-time trigger alone: repeated (EVERY n ROWS, EVERY interval) or once (it closes)
+    "every_2_rows": plan.EmitSpec(plan.Repeatedly(plan.AfterCount(2))),
+    "count_3_once": plan.EmitSpec(plan.AfterCount(3)),
+    "every_3_units": plan.EmitSpec(plan.Repeatedly(plan.AfterProcessingTime(3))),
+    "processing_time_once_aligned": plan.EmitSpec(plan.AfterProcessingTime(1, 4, 1)),
 }
 MODES = list(plan.AccumulationMode)
 WINDOWS = [(k, s, s + 10) for k in ("a", "b") for s in (0, 5, 10, 20)]  # overlapping, like HOP
@@ -170,7 +175,11 @@ def test_the_family() -> None:
     every = plan.AfterProcessingTime(5)
     assert ComparisonTrigger.of(plan.EmitSpec(plan.AfterWatermark(early=plan.Repeatedly(every)))) == \
         ComparisonTrigger(True, early_after=every)
-    for other in (plan.AfterCount(3), plan.Repeatedly(plan.AfterCount(3)), every, plan.Repeatedly(every),
+    assert ComparisonTrigger.of(plan.EmitSpec(plan.Repeatedly(plan.AfterCount(3)))) == ComparisonTrigger(False, 3)
+    assert ComparisonTrigger.of(plan.EmitSpec(every)) == ComparisonTrigger(False, early_after=every, repeats=False)
+    assert ComparisonTrigger.of(plan.EmitSpec(plan.Repeatedly(plan.AfterCount(3))), global_window=True) is None
+    for other in (plan.Repeatedly(plan.Repeatedly(every)), plan.AfterAny((every, plan.AfterCount(2))),
+                  plan.OrFinally(plan.Repeatedly(plan.AfterCount(2)), plan.AfterCount(5)),
                   plan.AfterWatermark(early=plan.AfterAny((every, plan.AfterCount(2)))),
                   plan.AfterWatermark(late=plan.AfterAny((plan.AfterCount(1), plan.AfterCount(2))))):
         assert ComparisonTrigger.of(plan.EmitSpec(other)) is None

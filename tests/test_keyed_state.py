@@ -27,13 +27,16 @@ from sqlwin.plan import triggers as plan
 from sqlwin.streaming import catalog, timewindows
 from sqlwin.streaming.engines import ColumnarEngine
 from sqlwin.streaming.keyedstate import PANE, TALLY, WINDOW, out_schema, step_windows
-from tests.streamtools import Feeder, ts
+from tests.streamtools import Feeder, start_clocked, ts
 
 TRIGGERS = [ComparisonTrigger(True), ComparisonTrigger(True, early=2), ComparisonTrigger(True, late=1),
             ComparisonTrigger(True, early=3, late=2), ComparisonTrigger(False, final=True), ComparisonTrigger(False),
             # processing-time early and late firings
             ComparisonTrigger(True, early_after=plan.AfterProcessingTime(3)),
-            ComparisonTrigger(True, early=2, late_after=plan.AfterProcessingTime(0, 4, 1))]
+            ComparisonTrigger(True, early=2, late_after=plan.AfterProcessingTime(0, 4, 1)),
+            # a count or processing-time trigger alone, repeated or once
+            ComparisonTrigger(False, 2),
+            ComparisonTrigger(False, early_after=plan.AfterProcessingTime(2), repeats=False)]
 WINDOWS = [(k, s, s + 10) for k in ("a", "b", "c") for s in (0, 10, 20)]
 
 
@@ -205,12 +208,13 @@ def test_a_streaming_table_keeps_its_windows_in_spark(spark, tmp_path, monkeypat
 
 
 # -- processing-time early and late firings, in every pane engine -------------------------------------------
-PT_QUERY = """SELECT window_start, k, SUM(v) AS s, COUNT(*) AS c
+WINDOWED = """SELECT window_start, k, SUM(v) AS s, COUNT(*) AS c
     FROM TUMBLE(TABLE {stream}, DESCRIPTOR(ts), INTERVAL 10 SECONDS)
     GROUP BY window_start, window_end, k
     ALLOWED LATENESS INTERVAL 20 SECONDS LATE ROWS TO {stream}_late
-    EMIT WITH TRIGGER AFTER WATERMARK EARLY EVERY INTERVAL 5 SECONDS
-                                      LATE AFTER PROCESSING TIME DELAY INTERVAL 3 SECONDS"""
+    EMIT WITH TRIGGER """
+PT_QUERY = WINDOWED + """AFTER WATERMARK EARLY EVERY INTERVAL 5 SECONDS
+                      LATE AFTER PROCESSING TIME DELAY INTERVAL 3 SECONDS"""
 # (k, v, ts, micro-batch, processing time): Beam's early firings 5 s after a pane's first row, late ones 3 s
 # after the first late row, the timers going off in the next micro-batch at or after them (a replay has no
 # micro-batch of its own for a timer)
@@ -231,14 +235,26 @@ PT_EXPECTED = [
     (10, "b", 6, 1, 0, "ON_TIME", True, 7), (10, "c", 4, 1, 1, "ON_TIME", True, 7),
     (90, "d", None, 1, 0, "ON_TIME", True, 8),  # at the end of input
 ]
-
+# the same rows, a count trigger alone: a window fires at every second row, before its end (EARLY) or after it
+# (LATE), and what is left fires when it expires (LATE, final); no ON_TIME pane
+EVERY_EXPECTED = [
+    (0, "a", 4, 2, 0, "EARLY", False, 1),  # a@1, a@4
+    # W -> 97 at 13: every window but d's is past its cleanup (end + 20 s) and fires what it holds
+    # (no micro-batch fired anything when W reached 10: the data micro-batches are numbered 0-5)
+    (0, "a", 9, 3, 1, "LATE", True, 6), (0, "b", 2, 1, 0, "LATE", True, 6),
+    (10, "b", 6, 1, 0, "LATE", True, 6), (10, "c", 4, 1, 0, "LATE", True, 6),
+    (90, "d", None, 1, 0, "LATE", True, 7),  # at the end of input
+]
+CASES = {"processing_time": (PT_QUERY, PT_EXPECTED), "every_2_rows": (WINDOWED + "EVERY 2 ROWS", EVERY_EXPECTED)}
 
 @pytest.mark.slow
-def test_processing_time_firings_are_the_same_in_every_pane_engine(spark, monkeypatch, tmp_path):
-    """``AFTER WATERMARK EARLY EVERY interval LATE AFTER PROCESSING TIME DELAY d`` is in the columnar family:
-    replayed on its PROCESSING TIME BY clock, the per-window ``PaneDriver`` (the reference), the driver's
-    columnar engine, the columnar engine with its windows in Spark and the planned replay give the hand-worked
-    panes above, micro-batch numbers included."""
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_processing_time_and_count_firings_are_the_same_in_every_pane_engine(spark, monkeypatch, tmp_path, case):
+    """``AFTER WATERMARK EARLY EVERY interval LATE AFTER PROCESSING TIME DELAY d`` and ``EVERY n ROWS`` alone are
+    in the columnar family: replayed on their PROCESSING TIME BY clock, the per-window ``PaneDriver`` (the
+    reference), the driver's columnar engine, the columnar engine with its windows in Spark and the planned replay
+    give the hand-worked panes above, micro-batch numbers included."""
+    query, expected = CASES[case]
     from sqlwin.streaming import plannedreplay
     from sqlwin.streaming.keyedstate import KeyedPanes
     from sqlwin.streaming.operator import MicroBatchOperator
@@ -264,7 +280,7 @@ def test_processing_time_firings_are_the_same_in_every_pane_engine(spark, monkey
     try:
         for name, (state, columnar, planned) in runs.items():
             spark.conf.set("sqlwin.streaming.state", state)
-            stream = f"pt_{name.replace(' ', '_')}"
+            stream = f"pt_{case}_{name.replace(' ', '_')}"
             with monkeypatch.context() as m:
                 m.setattr(MicroBatchOperator, "COLUMNAR", columnar)
                 m.setattr(plannedreplay.PlannedReplay, "COLUMNAR_GROUPS", 0)
@@ -273,7 +289,7 @@ def test_processing_time_firings_are_the_same_in_every_pane_engine(spark, monkey
                 m.setattr(KeyedPanes, "drive", _counting(KeyedPanes.drive, engines))
                 sqlwin.sql(spark, f"CREATE STREAM {stream} FROM TABLE pt_rows ARRIVAL ORDER BY seq MICRO BATCH BY "
                                   "mb PROCESSING TIME BY pt WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS")
-                rows = sqlwin.sql(spark, PT_QUERY.format(stream=stream)).collect()
+                rows = sqlwin.sql(spark, query.format(stream=stream)).collect()
             results[name] = sorted(((r.window_start - base).seconds, r.k, r.s, r.c, r.pane_index, r.pane_timing,
                                     r.is_final, r.micro_batch) for r in rows)
             assert spark.table(f"{stream}_late").count() == 0
@@ -281,7 +297,7 @@ def test_processing_time_firings_are_the_same_in_every_pane_engine(spark, monkey
     finally:
         spark.conf.unset("sqlwin.streaming.state")
     assert engines[:2] == ["WindowStates", "WindowStates"] and "KeyedPanes.drive" in engines, engines
-    expected = sorted(PT_EXPECTED)
+    expected = sorted(expected)
     for name in runs:
         assert results[name] == expected, (name, "\n".join(map(str, results[name])))
 
@@ -290,19 +306,12 @@ def test_processing_time_firings_are_the_same_in_every_pane_engine(spark, monkey
 def test_processing_time_firings_of_a_live_table_with_its_windows_in_spark(spark, monkeypatch, tmp_path):
     """The same rows live, a file per micro-batch on the same clock, the windows in Spark: the replay's panes
     (but for what the end of input fires, which a stream does not have), micro-batch numbers included."""
-    from sqlwin.pipeline import compile_statement
-    from sqlwin.streaming.statements import start_table
-    from tests.test_transcripts_spark import ManualClock
-
     monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(tmp_path / "root"))
     spark.conf.set("sqlwin.streaming.state", "executors")
     feeder = Feeder(tmp_path / "in")
     sqlwin.sql(spark, f"CREATE STREAM pt_live (k STRING, v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL 2 "
                       f"SECONDS) USING json OPTIONS (path '{feeder.folder}')")
-    created = compile_statement(f"CREATE STREAMING TABLE pt_live_out AS {PT_QUERY.format(stream='pt_live')}",
-                                "spark", catalog=spark, spark=spark).plan
-    clock = ManualClock()
-    table = start_table(spark, created.name, created.query, created.format, created.options, clock=clock)
+    table, clock = start_clocked(spark, f"CREATE STREAMING TABLE pt_live_out AS {PT_QUERY.format(stream='pt_live')}")
     base, epoch = dt.datetime(2024, 1, 1), dt.datetime(1970, 1, 1)
     try:
         assert type(table.operator.panes).__name__ == "KeyedPanes"

@@ -26,7 +26,7 @@ from sqlwin.core.panes import GLOBAL_WINDOW, WatermarkTracker, WindowPanes
 from sqlwin.core.timeunits import UNIT_MICROS, normalize_unit
 from sqlwin.errors import SqlwinError
 from sqlwin.streaming import catalog
-from tests.streamtools import Feeder
+from tests.streamtools import Feeder, start_clocked
 from tests.test_triggers import CASES, assign, build_driver, parse_row
 
 EPOCH = dt.datetime(1970, 1, 1)
@@ -301,30 +301,15 @@ def run_replay(spark, case: dict, batches: list[Batch]) -> tuple[set, set]:
     return REPLAYED[tag]
 
 
-class ManualClock:
-    """The processing-time clock of a streaming table under test: set by the test before each micro-batch."""
-
-    def __init__(self) -> None:
-        self.now = 0
-
-    def __call__(self) -> int:
-        return self.now
-
-
 def run_streaming(spark, case: dict, batches: list[Batch], folder: Path) -> tuple[set, set]:
     """A streaming table over a JSON stream, one file per micro-batch with rows (an empty one for an empty step);
     Spark runs the no-data micro-batches itself; the end of input does not exist in a stream."""
-    from sqlwin.pipeline import compile_statement
-    from sqlwin.streaming.statements import start_table
-
     tag = case["name"]
     feeder = Feeder(folder / "in")
     sqlwin.sql(spark, f"CREATE STREAM s_{tag} (key STRING, id STRING, ts TIMESTAMP, WATERMARK FOR ts AS ts - "
                       f"{delay_sql(case)}) USING json OPTIONS (path '{feeder.folder}')")
-    created = compile_statement(f"CREATE STREAMING TABLE o_{tag} AS {case_query(case, f's_{tag}', f'sl_{tag}')}",
-                                "spark", catalog=spark, spark=spark).plan
-    clock = ManualClock()
-    table = start_table(spark, created.name, created.query, created.format, created.options, clock=clock)
+    table, clock = start_clocked(spark, f"CREATE STREAMING TABLE o_{tag} AS "
+                                        f"{case_query(case, f's_{tag}', f'sl_{tag}')}")
     try:
         assert table.path == "custom"
         for batch in batches:

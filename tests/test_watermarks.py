@@ -11,7 +11,7 @@ import pytest
 import sqlwin
 from sqlwin.errors import SqlwinError
 from sqlwin.streaming import catalog
-from tests.streamtools import Feeder, rows_of, ts
+from tests.streamtools import Feeder, rows_of, start_clocked, ts
 
 T = dt.datetime(2024, 1, 1)
 SECOND = 1_000_000
@@ -219,23 +219,15 @@ def test_proctime_lag_replay_matches_hand_worked_panes(spark):
 
 @pytest.mark.slow
 def test_proctime_lag_live_equals_replay_and_closes_windows_on_a_quiet_stream(spark, tmp_path):
-    """On the test's clock (``start_table(clock=...)``): each file is a micro-batch at the clock's time; the
+    """On the test's clock (``streamtools.start_clocked``): each file is a micro-batch at the clock's time; the
     operator's next wake is when the clock closes the next window (20 s + lag), and a micro-batch then without
     rows (the tick it asks for; here an empty file at that time) fires it."""
-    from sqlwin.pipeline import compile_statement
-    from sqlwin.streaming.statements import start_table
-    from tests.test_transcripts_spark import ManualClock
-
     feeder = Feeder(tmp_path / "lag")
     sqlwin.sql(spark, f"CREATE STREAM lag_live (k STRING, v INT, ts TIMESTAMP, "
                       f"WATERMARK FOR ts AS PROCTIME() - INTERVAL 5 SECONDS) USING json "
                       f"OPTIONS (path '{feeder.folder}')")
-    created = compile_statement("CREATE STREAMING TABLE lag_out AS " + LAG_QUERY.format(s="lag_live",
-                                                                                        late="lag_live_late"),
-                                "spark", catalog=spark, spark=spark).plan
-    clock = ManualClock()
-    clock.now = micros(LAG_FILES[0][0])
-    table = start_table(spark, created.name, created.query, created.format, created.options, clock=clock)
+    table, clock = start_clocked(spark, "CREATE STREAMING TABLE lag_out AS "
+                                 + LAG_QUERY.format(s="lag_live", late="lag_live_late"), micros(LAG_FILES[0][0]))
     try:
         assert (table.path, table.why) == ("custom", "LATE ROWS TO, PROCTIME() watermark")
         for p, batch in LAG_FILES:
@@ -426,13 +418,9 @@ def test_a_window_join_goes_on_without_a_side_that_is_idle_before_its_first_row(
 @pytest.mark.slow
 def test_a_live_window_join_goes_on_without_an_idle_side_as_replay_does(spark, tmp_path):
     """The same two streams live, each row a file at its processing time on the test's clock
-    (``start_table(clock=...)``): the join emits [08:00, 08:10) at 10:05 without payments, payments' row for it
+    (``streamtools.start_clocked``): the join emits [08:00, 08:10) at 10:05 without payments, payments' row for it
     at 10:20 is its late row, and the micro-batches a quiet payments stream asks for (10:21, when it is idle
     again; 10:25, when its watermark reaches 08:20: empty files at those times) lead to the replay's panes."""
-    from sqlwin.pipeline import compile_statement
-    from sqlwin.streaming.statements import start_table
-    from tests.test_transcripts_spark import ManualClock
-
     feeders = {}
     for name in ("quiet_live_o", "quiet_live_p"):
         feeders[name] = Feeder(tmp_path / name)
@@ -440,11 +428,7 @@ def test_a_live_window_join_goes_on_without_an_idle_side_as_replay_does(spark, t
         sqlwin.sql(spark, f"CREATE STREAM {name} (v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts) USING json "
                           f"OPTIONS (path '{feeders[name].folder}'){timeout}")
     sql = QUIET_JOIN.format(o="quiet_live_o", p="quiet_live_p", late="quiet_live_late")
-    created = compile_statement("CREATE STREAMING TABLE quiet_live AS " + sql, "spark", catalog=spark,
-                                spark=spark).plan
-    clock = ManualClock()
-    clock.now = quiet_micros("10:00")
-    table = start_table(spark, created.name, created.query, created.format, created.options, clock=clock)
+    table, clock = start_clocked(spark, "CREATE STREAMING TABLE quiet_live AS " + sql, quiet_micros("10:00"))
 
     def arrive(hhmm: str, name: str, rows: list[tuple[str, int]]) -> None:
         clock.now = quiet_micros(hhmm)

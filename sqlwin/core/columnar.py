@@ -4,7 +4,8 @@ Flink SQL runs its window aggregations with default emission on a slicing window
 generic ``WindowOperator`` with a trigger object per window; this is sqlwin's counterpart. For
 ``AFTER WATERMARK [EARLY t] [LATE t]`` where each of ``t`` is ``EVERY n ROWS`` or a processing-time delay
 (``AFTER PROCESSING TIME DELAY d [ALIGNED TO p]``, ``EVERY interval``: Beam's most common early firings), the
-default trigger among them, ``EMIT FINAL`` and ``NEVER``, a window's state is a handful of numbers (counts since
+default trigger among them, such a ``t`` alone (``EVERY n ROWS``, ``EVERY interval``, ``AFTER COUNT n``),
+``EMIT FINAL`` and ``NEVER``, a window's state is a handful of numbers (counts since
 the last early or late firing, the processing time an early or late firing is due, whether the end-of-window
 firing happened, the next pane index, ...), and every transition ``PaneDriver.process`` makes for one
 micro-batch is a comparison of those numbers with the window's new row count, the watermark and the
@@ -13,8 +14,8 @@ array operations, not a Python call per (key, window), and the state is a table,
 
 The rules are ``PaneDriver``'s, written as array expressions (each step below names the method it
 mirrors); ``tests/test_columnar_panes.py`` checks, on generated histories, that both give the same panes
-window by window. Any other trigger (AFTER PROCESSING TIME alone, AFTER ANY/ALL/EACH, UNTIL, REPEATEDLY, AFTER
-COUNT alone), sessions, count windows and evictors run on ``PaneDriver``.
+window by window. Any other trigger (AFTER ANY/ALL/EACH, UNTIL, REPEATEDLY over those), the global window,
+sessions, count windows and evictors run on ``PaneDriver``.
 
 A pane's input is given as a range of micro-batches ``[lo, batch]`` (``lo`` < 0: none): the window's rows
 stored by those micro-batches (ACCUMULATING: since its first row; DISCARDING: since its previous pane).
@@ -57,8 +58,8 @@ EARLY, ON_TIME, LATE = (t.value for t in (plan.PaneTiming.EARLY, plan.PaneTiming
 @dataclass(frozen=True)
 class ComparisonTrigger:
     """A trigger of the family: AFTER WATERMARK with its optional early and late sub-triggers (a count, or a
-    processing-time delay), or the expiry pane only (``EMIT FINAL``, whose expiry pane is ON_TIME, and
-    ``NEVER``, whose is LATE)."""
+    processing-time delay), such a sub-trigger alone (``alone``), or the expiry pane only (``EMIT FINAL``, whose
+    expiry pane is ON_TIME, and ``NEVER``, whose is LATE)."""
 
     watermark: bool
     early: int | None = None  # EARLY EVERY n ROWS
@@ -66,6 +67,9 @@ class ComparisonTrigger:
     final: bool = False  # EMIT FINAL
     early_after: plan.AfterProcessingTime | None = None  # EARLY AFTER PROCESSING TIME ... / EVERY interval
     late_after: plan.AfterProcessingTime | None = None  # LATE AFTER PROCESSING TIME ... / EVERY interval
+    # without AFTER WATERMARK (``watermark`` False): AFTER COUNT n or AFTER PROCESSING TIME alone, as ``early`` or
+    # ``early_after``, before and after the window's end alike; REPEATEDLY (``repeats``) or once (it then closes)
+    repeats: bool = True
 
     @classmethod
     def of(cls, emit: plan.EmitSpec, global_window: bool = False) -> ComparisonTrigger | None:
@@ -78,11 +82,19 @@ class ComparisonTrigger:
         if isinstance(trigger, plan.Never):
             return cls(False)
         if not isinstance(trigger, plan.AfterWatermark):
-            return None
+            alone = _sub(trigger)  # EVERY n ROWS, EVERY interval, AFTER COUNT n, AFTER PROCESSING TIME ...
+            if alone is None or alone == (None, None):
+                return None
+            return cls(False, alone[0], early_after=alone[1], repeats=isinstance(trigger, plan.Repeatedly))
         early, late = _sub(trigger.early), _sub(trigger.late)
         if early is None or late is None:
             return None
         return cls(True, early[0], late[0], early_after=early[1], late_after=late[1])
+
+    @property
+    def alone(self) -> bool:
+        """A count or processing-time trigger without AFTER WATERMARK (its firings are all of one kind)."""
+        return not self.watermark and (self.early is not None or self.early_after is not None)
 
     @property
     def processing_time(self) -> bool:
@@ -168,7 +180,7 @@ def advance(trig: ComparisonTrigger, accumulating: bool, col: dict[str, np.ndarr
     col["lo"] = np.where(added & (col["lo"] < 0), batch, col["lo"])
     col["last"] = np.where(added, batch, col["last"])
     # on_element: rows feed the early trigger before the end-of-window firing, the late one after it
-    if trig.early is not None:
+    if trig.early is not None:  # (``late`` is never set without AFTER WATERMARK: every row feeds it)
         col["early_count"] += np.where(added & ~late, counts, 0)
     if trig.late is not None:
         col["late_count"] += np.where(added & late, counts, 0)
@@ -189,15 +201,20 @@ def advance(trig: ComparisonTrigger, accumulating: bool, col: dict[str, np.ndarr
         timer_due = (~late & reached) | (pt >= processing_timers_of(col))
         should = np.where(late, late_ready, reached | early_ready)
         fire = processed & ~closed & (added | expiring | timer_due) & should
+        fire_late, fire_early, fire_end = fire & late, fire & ~late & ~reached, fire & ~late & reached
+        finished = fire_end if trig.late is None and trig.late_after is None else np.zeros(len(end), bool)
+    elif trig.alone:  # the count or the processing-time trigger itself: every firing is its own
+        ready = col["early_count"] >= trig.early if trig.early is not None else pt >= col["early_at"]
+        fire = processed & ~closed & (added | expiring | (pt >= col["early_at"])) & ready
+        fire_early, fire_late, fire_end = fire, np.zeros(len(end), bool), np.zeros(len(end), bool)
+        finished = fire if not trig.repeats else np.zeros(len(end), bool)
     else:
-        fire = np.zeros(len(end), bool)
-    fire_late, fire_early, fire_end = fire & late, fire & ~late & ~reached, fire & ~late & reached
+        fire = fire_late = fire_early = fire_end = finished = np.zeros(len(end), bool)
     col["early_count"] = np.where(fire_early | fire_end, 0, col["early_count"])
     col["late_count"] = np.where(fire_late | fire_end, 0, col["late_count"])
     col["early_at"] = np.where(fire_early | fire_end, MAX_TIME, col["early_at"])
     col["late_at"] = np.where(fire_late | fire_end, MAX_TIME, col["late_at"])
     col["late"] = late | fire_end
-    finished = fire_end if trig.late is None and trig.late_after is None else np.zeros(len(end), bool)
     # _timing / _emit: a firing emits if it has new rows or is ON_TIME; an expiring window that did not
     # fire emits what is pending (its expiry pane: ON_TIME for EMIT FINAL)
     pending = col["pending"]
