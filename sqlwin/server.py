@@ -403,9 +403,13 @@ def resume_streaming_tables(spark: SparkSession) -> list[str]:
         except Exception as err:  # SqlwinError, or Spark's: the server runs on, the table is listed failed
             error = str(err).splitlines()[0]
             started = catalog.find_table(entry["name"])
-            if started is None or not started.is_active:  # (a table that did start runs on, reported)
-                catalog.add_table(registry.not_resumed(spark, entry, error))
-                _restore_views(spark, entry)
+            if started is not None and started.is_active:  # it runs: what failed came after its start
+                message = f"resumed streaming table {entry.get('name')}, but: {error}"
+                print(f"sqlwin serve: {message}", file=sys.stderr, flush=True)
+                messages.append(message)
+                continue
+            catalog.add_table(registry.not_resumed(spark, entry, error))
+            _restore_views(spark, entry)
             message = f"streaming table {entry.get('name')} not resumed: {error} {_RERUN.format(entry.get('name'))}"
         print(f"sqlwin serve: {message}", file=sys.stderr if "not resumed" in message else sys.stdout, flush=True)
         messages.append(message)

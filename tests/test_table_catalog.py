@@ -187,6 +187,47 @@ def test_a_table_a_restarted_server_cannot_start_is_listed_failed_and_not_tried_
         catalog.drop_stream(spark, "gone_s")
 
 
+def test_a_resumed_table_that_runs_is_reported_running_whatever_failed_after_its_start(spark, tmp_path,
+                                                                                       monkeypatch) -> None:
+    """A registry entry whose statement starts its table and then fails (here: recording the table again in the
+    registry, as on a full disk): the table runs, so the server says it resumed it and what failed, and lists it
+    running, not failed; its entry is left as it was (the next server resumes it again)."""
+    import json
+
+    from sqlwin.server import resume_streaming_tables
+    from sqlwin.streaming import registry
+
+    root = tmp_path / "root"
+    monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(root))
+    folder = tmp_path / "in"
+    folder.mkdir()
+    stream = (f"CREATE STREAM after_s (ts TIMESTAMP, WATERMARK FOR ts AS ts) USING json OPTIONS (path '{folder}')")
+    statement = ("CREATE STREAMING TABLE after_out AS SELECT window_start, COUNT(*) AS c FROM TUMBLE(TABLE after_s, "
+                 "DESCRIPTOR(ts), INTERVAL 10 SECONDS) GROUP BY window_start, window_end")
+    registry.enable(str(root))
+    try:
+        sqlwin.sql(spark, stream)
+        registry.record(spark, "after_out", statement, [stream], [])
+        entry = json.loads((root / registry.FOLDER / "after_out.json").read_text())
+        catalog.drop_stream(spark, "after_s")  # a server started again: the stream comes from the entry
+
+        def full(*args, **kwargs):
+            raise OSError("No space left on device")
+
+        monkeypatch.setattr(registry, "record", full)
+        messages = resume_streaming_tables(spark)
+        assert messages == ["resumed streaming table after_out, but: No space left on device"], messages
+        shown = {r[0]: r for r in sqlwin.sql(spark, "SHOW STREAMING TABLES").collect()}["after_out"]
+        assert shown.status == "running" and shown.error is None, shown
+        assert json.loads((root / registry.FOLDER / "after_out.json").read_text()) == entry
+    finally:
+        registry.disable()
+        for table in catalog.all_tables():
+            table.stop()
+            catalog.remove_table(table.name)
+        catalog.drop_stream(spark, "after_s")
+
+
 def test_a_restarted_server_gives_the_tables_it_does_not_run_their_views_back(spark, tmp_path, monkeypatch) -> None:
     """A streaming table stopped (or failed) in a server that then stops: the next server on the same root does not
     start it, and its outputs are still tables every client reads by name, the same rows (an in-memory catalog
