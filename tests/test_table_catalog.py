@@ -143,6 +143,17 @@ def test_a_view_reads_its_folders_as_one_relation_whatever_the_path(spark, tmp_p
     assert spark.sql(empty).count() == 0
 
 
+def _server_gone(spark, stream: str) -> None:
+    """After a test of a restarted server: no registry, no table running, its stream dropped."""
+    from sqlwin.streaming import registry
+
+    registry.disable()
+    for table in catalog.all_tables():
+        table.stop()
+        catalog.remove_table(table.name)
+    catalog.drop_stream(spark, stream)
+
+
 def test_a_table_a_restarted_server_cannot_start_is_listed_failed_and_not_tried_again(spark, tmp_path,
                                                                                      monkeypatch) -> None:
     """The registry of a restarted ``sqlwin serve`` names a table whose statement now fails (its stream is not
@@ -180,11 +191,7 @@ def test_a_table_a_restarted_server_cannot_start_is_listed_failed_and_not_tried_
         assert catalog.find_table("gone_out").status().status == "running"
         assert "failed" not in json.loads(entry.read_text())
     finally:
-        registry.disable()
-        for table in catalog.all_tables():
-            table.stop()
-            catalog.remove_table(table.name)
-        catalog.drop_stream(spark, "gone_s")
+        _server_gone(spark, "gone_s")
 
 
 def test_a_resumed_table_that_runs_is_reported_running_whatever_failed_after_its_start(spark, tmp_path,
@@ -221,11 +228,7 @@ def test_a_resumed_table_that_runs_is_reported_running_whatever_failed_after_its
         assert shown.status == "running" and shown.error is None, shown
         assert json.loads((root / registry.FOLDER / "after_out.json").read_text()) == entry
     finally:
-        registry.disable()
-        for table in catalog.all_tables():
-            table.stop()
-            catalog.remove_table(table.name)
-        catalog.drop_stream(spark, "after_s")
+        _server_gone(spark, "after_s")
 
 
 def test_a_restarted_server_gives_the_tables_it_does_not_run_their_views_back(spark, tmp_path, monkeypatch) -> None:
@@ -256,10 +259,6 @@ def test_a_restarted_server_gives_the_tables_it_does_not_run_their_views_back(sp
         assert rows_of(other.table("cat_kept_late"), LATE) == [("a", 7, at(8), at(0), at(10), at(28), "late", 6)]
         assert catalog.find_table("cat_kept") is None
     finally:
-        registry.disable()
-        for table in catalog.all_tables():
-            table.stop()
-            catalog.remove_table(table.name)
+        _server_gone(spark, "cat_s")
         for name in ("cat_kept", "cat_kept_late"):
             spark.sql(f"DROP VIEW IF EXISTS default.{name}")
-        catalog.drop_stream(spark, "cat_s")
