@@ -394,6 +394,7 @@ def resume_streaming_tables(spark: SparkSession) -> list[str]:
         if not entry.get("running"):
             continue
         session = spark.newSession()
+        out = sys.stdout
         try:
             for key, value in entry.get("conf", {}).items():
                 session.conf.set(key, value)
@@ -401,17 +402,16 @@ def resume_streaming_tables(spark: SparkSession) -> list[str]:
                 result = execute_statement(session, text)
             message = f"resumed {result.message}"
         except Exception as err:  # SqlwinError, or Spark's: the server runs on, the table is listed failed
-            error = str(err).splitlines()[0]
+            error, out = str(err).splitlines()[0], sys.stderr
             started = catalog.find_table(entry["name"])
             if started is not None and started.is_active:  # it runs: what failed came after its start
                 message = f"resumed streaming table {entry.get('name')}, but: {error}"
-                print(f"sqlwin serve: {message}", file=sys.stderr, flush=True)
-                messages.append(message)
-                continue
-            catalog.add_table(registry.not_resumed(spark, entry, error))
-            _restore_views(spark, entry)
-            message = f"streaming table {entry.get('name')} not resumed: {error} {_RERUN.format(entry.get('name'))}"
-        print(f"sqlwin serve: {message}", file=sys.stderr if "not resumed" in message else sys.stdout, flush=True)
+            else:
+                catalog.add_table(registry.not_resumed(spark, entry, error))
+                _restore_views(spark, entry)
+                message = (f"streaming table {entry.get('name')} not resumed: {error} "
+                           f"{_RERUN.format(entry.get('name'))}")
+        print(f"sqlwin serve: {message}", file=out, flush=True)
         messages.append(message)
     return messages
 

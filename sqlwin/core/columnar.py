@@ -98,7 +98,7 @@ class ComparisonTrigger:
 
     @property
     def processing_time(self) -> bool:
-        """Whether a window may fire on a processing-time timer."""
+        """Whether a window may fire on a processing-time timer (else its timer columns stay unset, unread)."""
         return self.early_after is not None or self.late_after is not None
 
 
@@ -171,7 +171,9 @@ def advance(trig: ComparisonTrigger, accumulating: bool, col: dict[str, np.ndarr
     their windows with it."""
     cleanup, late, closed = col["cleanup"], col["late"], col["closed"]
     # the windows processed: new rows, or a due timer
-    processed = (counts > 0) | (w >= timers_of(trig, end, col)) | (pt >= processing_timers_of(col))
+    processed = (counts > 0) | (w >= timers_of(trig, end, col))
+    if trig.processing_time:
+        processed |= pt >= processing_timers_of(col)
     expiring = processed & (w >= cleanup)
     # _classify: rows of an expiring or closed window are dropped (the caller classified them already)
     added = processed & (counts > 0) & ~expiring & ~closed
@@ -198,14 +200,16 @@ def advance(trig: ComparisonTrigger, accumulating: bool, col: dict[str, np.ndarr
             pt >= col["early_at"] if trig.early_after is not None else False
         late_ready = col["late_count"] >= trig.late if trig.late is not None else \
             pt >= col["late_at"] if trig.late_after is not None else False
-        timer_due = (~late & reached) | (pt >= processing_timers_of(col))
+        timer_due = ~late & reached
+        if trig.processing_time:
+            timer_due = timer_due | (pt >= processing_timers_of(col))
         should = np.where(late, late_ready, reached | early_ready)
         fire = processed & ~closed & (added | expiring | timer_due) & should
         fire_late, fire_early, fire_end = fire & late, fire & ~late & ~reached, fire & ~late & reached
         finished = fire_end if trig.late is None and trig.late_after is None else np.zeros(len(end), bool)
     elif trig.alone:  # the count or the processing-time trigger itself: every firing is its own
         ready = col["early_count"] >= trig.early if trig.early is not None else pt >= col["early_at"]
-        fire = processed & ~closed & (added | expiring | (pt >= col["early_at"])) & ready
+        fire = processed & ~closed & (added | expiring | (pt >= col["early_at"])) & ready  # (a count sets no timer)
         fire_early, fire_late, fire_end = fire, np.zeros(len(end), bool), np.zeros(len(end), bool)
         finished = fire if not trig.repeats else np.zeros(len(end), bool)
     else:
@@ -360,8 +364,12 @@ class ColumnarPanes:
         return processing_timers_of({c: self.table[c].to_numpy() for c in ("late", "early_at", "late_at")})
 
     def any_due(self, watermark: int, processing_time: int) -> bool:
-        return bool(len(self.table)) and bool(((watermark >= self.timers())
-                                               | (processing_time >= self.processing_timers())).any())
+        if not len(self.table):
+            return False
+        due = watermark >= self.timers()
+        if self.trigger.processing_time:
+            due |= processing_time >= self.processing_timers()
+        return bool(due.any())
 
     def earliest_timer(self) -> int | None:
         """The earliest event-time timer before +infinity (None: none)."""
@@ -371,6 +379,8 @@ class ColumnarPanes:
 
     def earliest_processing_timer(self, after: int) -> int | None:
         """The earliest processing-time timer after ``after`` (None: none)."""
+        if not self.trigger.processing_time:
+            return None
         timers = self.processing_timers()
         timers = timers[(timers > after) & (timers < MAX_TIME)]
         return int(timers.min()) if len(timers) else None

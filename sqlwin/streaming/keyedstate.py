@@ -244,7 +244,7 @@ class KeyedPanes(Durable):
         return fired, int(got["expired"] or 0)
 
     def any_due(self, watermark: int, processing_time: int) -> bool:
-        timer, ptimer = self.stats["min_timer"], self.stats.get("min_ptimer")
+        timer, ptimer = self.stats["min_timer"], self.stats["min_ptimer"]
         return (timer is not None and watermark >= timer) or (ptimer is not None and processing_time >= ptimer)
 
     # -- moving the windows between the driver and Spark ---------------------------------------------
@@ -291,7 +291,7 @@ class KeyedPanes(Durable):
     def timers(self, now: int) -> tuple[list[int], list[int]]:
         """The earliest processing-time timer after ``now`` (a step leaves none at or before its own time) and
         the earliest event-time one."""
-        earliest, ptimer = self.stats["earliest"], self.stats.get("min_ptimer")
+        earliest, ptimer = self.stats["earliest"], self.stats["min_ptimer"]
         return [ptimer] if ptimer is not None and ptimer > now else [], [earliest] if earliest is not None else []
 
     # -- committed with the micro-batch --------------------------------------------------------------
