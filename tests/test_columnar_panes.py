@@ -37,6 +37,15 @@ TRIGGERS = {
     "early2_late_aligned": plan.EmitSpec(plan.AfterWatermark(early=plan.AfterCount(2),
                                                              late=plan.Repeatedly(plan.AfterProcessingTime(0, 4)))),
     # a count or processing-time trigger alone: repeated (EVERY n ROWS, EVERY interval) or once (it closes)
+    # AFTER ANY / AFTER ALL of a count and a delay
+    "early_any_late_all": plan.EmitSpec(plan.AfterWatermark(
+        early=plan.AfterAny((plan.AfterCount(2), plan.AfterProcessingTime(3))),
+        late=plan.Repeatedly(plan.AfterAll((plan.AfterProcessingTime(0, 4), plan.AfterCount(2)))))),
+    "early_all_late_any": plan.EmitSpec(plan.AfterWatermark(
+        early=plan.AfterAll((plan.AfterCount(3), plan.AfterProcessingTime(1, 5, 2))),
+        late=plan.AfterAny((plan.AfterProcessingTime(2),)))),
+    "any_repeated": plan.EmitSpec(plan.Repeatedly(plan.AfterAny((plan.AfterProcessingTime(4), plan.AfterCount(3))))),
+    "all_once": plan.EmitSpec(plan.AfterAll((plan.AfterCount(2), plan.AfterProcessingTime(2)))),
     "every_2_rows": plan.EmitSpec(plan.Repeatedly(plan.AfterCount(2))),
     "count_3_once": plan.EmitSpec(plan.AfterCount(3)),
     "every_3_units": plan.EmitSpec(plan.Repeatedly(plan.AfterProcessingTime(3))),
@@ -178,8 +187,15 @@ def test_the_family() -> None:
     assert ComparisonTrigger.of(plan.EmitSpec(plan.Repeatedly(plan.AfterCount(3)))) == ComparisonTrigger(False, 3)
     assert ComparisonTrigger.of(plan.EmitSpec(every)) == ComparisonTrigger(False, early_after=every, repeats=False)
     assert ComparisonTrigger.of(plan.EmitSpec(plan.Repeatedly(plan.AfterCount(3))), global_window=True) is None
-    for other in (plan.Repeatedly(plan.Repeatedly(every)), plan.AfterAny((every, plan.AfterCount(2))),
+    # AFTER ANY / ALL of at most one count and one delay: both columns, a flag for ALL
+    assert ComparisonTrigger.of(plan.EmitSpec(plan.AfterAny((every, plan.AfterCount(2))))) == \
+        ComparisonTrigger(False, 2, early_after=every, repeats=False)
+    assert ComparisonTrigger.of(plan.EmitSpec(plan.AfterWatermark(
+        early=plan.AfterAny((every, plan.AfterCount(2))), late=plan.AfterAll((plan.AfterCount(3), every))))) == \
+        ComparisonTrigger(True, 2, 3, early_after=every, late_after=every, late_all=True)
+    for other in (plan.Repeatedly(plan.Repeatedly(every)), plan.AfterEach((every, plan.AfterCount(2))),
                   plan.OrFinally(plan.Repeatedly(plan.AfterCount(2)), plan.AfterCount(5)),
-                  plan.AfterWatermark(early=plan.AfterAny((every, plan.AfterCount(2)))),
+                  plan.AfterAny((every, plan.AfterWatermark())), plan.AfterAll(()),
+                  plan.AfterWatermark(early=plan.AfterAny((every, plan.Repeatedly(plan.AfterCount(2))))),
                   plan.AfterWatermark(late=plan.AfterAny((plan.AfterCount(1), plan.AfterCount(2))))):
         assert ComparisonTrigger.of(plan.EmitSpec(other)) is None

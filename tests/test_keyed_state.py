@@ -36,7 +36,10 @@ TRIGGERS = [ComparisonTrigger(True), ComparisonTrigger(True, early=2), Compariso
             ComparisonTrigger(True, early=2, late_after=plan.AfterProcessingTime(0, 4, 1)),
             # a count or processing-time trigger alone, repeated or once
             ComparisonTrigger(False, 2),
-            ComparisonTrigger(False, early_after=plan.AfterProcessingTime(2), repeats=False)]
+            ComparisonTrigger(False, early_after=plan.AfterProcessingTime(2), repeats=False),
+            ComparisonTrigger(True, 2, early_after=plan.AfterProcessingTime(3), late=1,
+                              late_after=plan.AfterProcessingTime(0, 4), late_all=True),
+            ComparisonTrigger(False, 3, early_after=plan.AfterProcessingTime(2), early_all=True)]
 WINDOWS = [(k, s, s + 10) for k in ("a", "b", "c") for s in (0, 10, 20)]
 
 
@@ -245,15 +248,32 @@ EVERY_EXPECTED = [
     (10, "b", 6, 1, 0, "LATE", True, 6), (10, "c", 4, 1, 0, "LATE", True, 6),
     (90, "d", None, 1, 0, "LATE", True, 7),  # at the end of input
 ]
-CASES = {"processing_time": (PT_QUERY, PT_EXPECTED), "every_2_rows": (WINDOWED + "EVERY 2 ROWS", EVERY_EXPECTED)}
+# the same rows, Beam's AfterFirst and AfterAll of a count and a delay: early firings at the second row or 5 s
+# after the pane's first, whichever comes first; late ones only at the second late row once 3 s have passed
+ANY_ALL_QUERY = WINDOWED + """AFTER WATERMARK
+    EARLY AFTER ANY (AFTER COUNT 2, AFTER PROCESSING TIME DELAY INTERVAL 5 SECONDS)
+    LATE AFTER ALL (AFTER COUNT 2, AFTER PROCESSING TIME DELAY INTERVAL 3 SECONDS)"""
+ANY_ALL_EXPECTED = [
+    (0, "a", 4, 2, 0, "EARLY", False, 1),  # a@1, a@4: the count (its timer at 5 is reset with it)
+    (0, "b", 2, 1, 0, "EARLY", False, 2),  # at 6: b's timer (5)
+    (0, "a", 4, 2, 1, "ON_TIME", False, 3), (0, "b", 2, 1, 1, "ON_TIME", False, 3),  # W -> 10
+    # a@5 (micro-batch 4) is a's first late row: its late timer at 11 is due at 12, but one row is not two
+    (10, "c", 4, 1, 0, "EARLY", False, 5),  # at 12: c's timer (11)
+    # W -> 97 at 13: a expires with its late row pending (LATE, final); [10, 20) fires ON_TIME past its cleanup
+    (0, "a", 9, 3, 2, "LATE", True, 7), (10, "b", 6, 1, 0, "ON_TIME", True, 7),
+    (10, "c", 4, 1, 1, "ON_TIME", True, 7),
+    (90, "d", None, 1, 0, "ON_TIME", True, 8),  # at the end of input
+]
+CASES = {"processing_time": (PT_QUERY, PT_EXPECTED), "every_2_rows": (WINDOWED + "EVERY 2 ROWS", EVERY_EXPECTED),
+         "any_and_all": (ANY_ALL_QUERY, ANY_ALL_EXPECTED)}
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_processing_time_and_count_firings_are_the_same_in_every_pane_engine(spark, monkeypatch, tmp_path, case):
-    """``AFTER WATERMARK EARLY EVERY interval LATE AFTER PROCESSING TIME DELAY d`` and ``EVERY n ROWS`` alone are
-    in the columnar family: replayed on their PROCESSING TIME BY clock, the per-window ``PaneDriver`` (the
-    reference), the driver's columnar engine, the columnar engine with its windows in Spark and the planned replay
-    give the hand-worked panes above, micro-batch numbers included."""
+    """``AFTER WATERMARK EARLY EVERY interval LATE AFTER PROCESSING TIME DELAY d``, ``EVERY n ROWS`` alone and
+    AFTER ANY/ALL of a count and a delay are in the columnar family: replayed on their PROCESSING TIME BY clock,
+    the per-window ``PaneDriver`` (the reference), the driver's columnar engine, the columnar engine with its
+    windows in Spark and the planned replay give the hand-worked panes above, micro-batch numbers included."""
     query, expected = CASES[case]
     from sqlwin.streaming import plannedreplay
     from sqlwin.streaming.keyedstate import KeyedPanes
@@ -303,15 +323,18 @@ def test_processing_time_and_count_firings_are_the_same_in_every_pane_engine(spa
 
 
 @pytest.mark.slow
-def test_processing_time_firings_of_a_live_table_with_its_windows_in_spark(spark, monkeypatch, tmp_path):
+@pytest.mark.parametrize("case", ["processing_time", "any_and_all"])
+def test_processing_time_firings_of_a_live_table_with_its_windows_in_spark(spark, monkeypatch, tmp_path, case):
     """The same rows live, a file per micro-batch on the same clock, the windows in Spark: the replay's panes
-    (but for what the end of input fires, which a stream does not have), micro-batch numbers included."""
+    (but for what the end of input fires, which a stream does not have), micro-batch numbers included. (AFTER
+    ALL's late timer goes off before its second row: once, or every micro-batch would ask for another.)"""
+    query, expected = CASES[case]
     monkeypatch.setenv("SQLWIN_STREAMING_DIR", str(tmp_path / "root"))
     spark.conf.set("sqlwin.streaming.state", "executors")
     feeder = Feeder(tmp_path / "in")
     sqlwin.sql(spark, f"CREATE STREAM pt_live (k STRING, v INT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL 2 "
                       f"SECONDS) USING json OPTIONS (path '{feeder.folder}')")
-    table, clock = start_clocked(spark, f"CREATE STREAMING TABLE pt_live_out AS {PT_QUERY.format(stream='pt_live')}")
+    table, clock = start_clocked(spark, f"CREATE STREAMING TABLE pt_live_out AS {query.format(stream='pt_live')}")
     base, epoch = dt.datetime(2024, 1, 1), dt.datetime(1970, 1, 1)
     try:
         assert type(table.operator.panes).__name__ == "KeyedPanes"
@@ -322,7 +345,7 @@ def test_processing_time_firings_of_a_live_table_with_its_windows_in_spark(spark
                         table)
         got = sorted(((r.window_start - base).seconds, r.k, r.s, r.c, r.pane_index, r.pane_timing, r.is_final,
                       r.micro_batch) for r in spark.table("pt_live_out").collect())
-        assert got == sorted(p for p in PT_EXPECTED if p[1] != "d")
+        assert got == sorted(p for p in expected if p[1] != "d")
         assert spark.table("pt_live_late").count() == 0
     finally:
         spark.conf.unset("sqlwin.streaming.state")

@@ -381,6 +381,23 @@ def test_timers_for_an_operator():
     assert driver.timers(state).event_time is None
 
 
+def test_a_processing_time_timer_goes_off_once():
+    """``AFTER ALL (AFTER COUNT 2, AFTER PROCESSING TIME DELAY 30)``: the timer's time comes before the second
+    row; the window is looked at then (nothing fires), and no longer reports the timer (else every micro-batch
+    would ask for another until a row came), yet the delay stays satisfied: the second row fires it."""
+    driver = PaneDriver(plan.EmitSpec(plan.Repeatedly(plan.AfterAll((plan.AfterCount(2),
+                                                                     plan.AfterProcessingTime(delay=30))))))
+    state = driver.new_window(0, 10)
+    driver.process(state, ["a"], 0, 100)
+    assert driver.timers(state).processing_time == 130
+    assert driver.process(state, [], 0, 130).pane is None
+    assert driver.timers(state).processing_time is None
+    assert driver.process(state, [], 0, 200).pane is None  # (a call without a due timer: nothing)
+    assert driver.process(state, ["b"], 0, 201).pane.rows == ("a", "b")
+    driver.process(state, ["c"], 0, 202)  # the next pane's timer: 30 after its first row
+    assert driver.timers(state).processing_time == 232
+
+
 def test_state_round_trip_is_plain_json():
     driver = PaneDriver(plan.emit_changes(), lateness=10)
     state = driver.new_window(0, 10)

@@ -5,16 +5,17 @@ generic ``WindowOperator`` with a trigger object per window; this is sqlwin's co
 ``AFTER WATERMARK [EARLY t] [LATE t]`` where each of ``t`` is ``EVERY n ROWS`` or a processing-time delay
 (``AFTER PROCESSING TIME DELAY d [ALIGNED TO p]``, ``EVERY interval``: Beam's most common early firings), the
 default trigger among them, such a ``t`` alone (``EVERY n ROWS``, ``EVERY interval``, ``AFTER COUNT n``),
-``EMIT FINAL`` and ``NEVER``, a window's state is a handful of numbers (counts since
-the last early or late firing, the processing time an early or late firing is due, whether the end-of-window
-firing happened, the next pane index, ...), and every transition ``PaneDriver.process`` makes for one
-micro-batch is a comparison of those numbers with the window's new row count, the watermark and the
-micro-batch's processing time. numpy evaluates them for all windows together: a micro-batch costs a few
-array operations, not a Python call per (key, window), and the state is a table, saved as one parquet file.
+``AFTER ANY`` or ``AFTER ALL`` of a count and a delay in either place, ``EMIT FINAL`` and ``NEVER``, a
+window's state is a handful of numbers (counts since the last early or late firing, the processing time an
+early or late firing is due, whether the end-of-window firing happened, the next pane index, ...), and every
+transition ``PaneDriver.process`` makes for one micro-batch is a comparison of those numbers with the window's
+new row count, the watermark and the micro-batch's processing time. numpy evaluates them for all windows
+together: a micro-batch costs a few array operations, not a Python call per (key, window), and the state is a
+table, saved as one parquet file.
 
 The rules are ``PaneDriver``'s, written as array expressions (each step below names the method it
 mirrors); ``tests/test_columnar_panes.py`` checks, on generated histories, that both give the same panes
-window by window. Any other trigger (AFTER ANY/ALL/EACH, UNTIL, REPEATEDLY over those), the global window,
+window by window. Any other trigger (AFTER EACH, UNTIL, other composites), the global window,
 sessions, count windows and evictors run on ``PaneDriver``.
 
 A pane's input is given as a range of micro-batches ``[lo, batch]`` (``lo`` < 0: none): the window's rows
@@ -29,7 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sqlwin.core.panes import MAX_TIME, fired_table
+from sqlwin.core.panes import MAX_TIME, MIN_TIME, fired_table
 from sqlwin.core.triggers import align_up
 from sqlwin.plan import triggers as plan
 
@@ -52,6 +53,9 @@ STATE = {
 }
 # what a NULL of a column stands for (a state column written before the column existed: an earlier version's)
 UNSET = {"early_at": MAX_TIME, "late_at": MAX_TIME}
+# an ``early_at``/``late_at`` whose time came without the sub-trigger firing (AFTER ALL waits for its count):
+# satisfied, but no timer any more (``AfterProcessingTimeMachine.on_time_passed``)
+GONE_OFF = MIN_TIME
 EARLY, ON_TIME, LATE = (t.value for t in (plan.PaneTiming.EARLY, plan.PaneTiming.ON_TIME, plan.PaneTiming.LATE))
 
 
@@ -70,6 +74,9 @@ class ComparisonTrigger:
     # without AFTER WATERMARK (``watermark`` False): AFTER COUNT n or AFTER PROCESSING TIME alone, as ``early`` or
     # ``early_after``, before and after the window's end alike; REPEATEDLY (``repeats``) or once (it then closes)
     repeats: bool = True
+    # a count and a processing-time delay together: AFTER ALL of them (both needed), else AFTER ANY (the first)
+    early_all: bool = False
+    late_all: bool = False
 
     @classmethod
     def of(cls, emit: plan.EmitSpec, global_window: bool = False) -> ComparisonTrigger | None:
@@ -83,13 +90,15 @@ class ComparisonTrigger:
             return cls(False)
         if not isinstance(trigger, plan.AfterWatermark):
             alone = _sub(trigger)  # EVERY n ROWS, EVERY interval, AFTER COUNT n, AFTER PROCESSING TIME ...
-            if alone is None or alone == (None, None):
+            if alone is None or alone[:2] == (None, None):
                 return None
-            return cls(False, alone[0], early_after=alone[1], repeats=isinstance(trigger, plan.Repeatedly))
+            return cls(False, alone[0], early_after=alone[1], repeats=isinstance(trigger, plan.Repeatedly),
+                       early_all=alone[2])
         early, late = _sub(trigger.early), _sub(trigger.late)
         if early is None or late is None:
             return None
-        return cls(True, early[0], late[0], early_after=early[1], late_after=late[1])
+        return cls(True, early[0], late[0], early_after=early[1], late_after=late[1], early_all=early[2],
+                   late_all=late[2])
 
     @property
     def alone(self) -> bool:
@@ -102,18 +111,38 @@ class ComparisonTrigger:
         return self.early_after is not None or self.late_after is not None
 
 
-def _sub(trigger: plan.Trigger | None) -> tuple[int | None, plan.AfterProcessingTime | None] | None:
-    """An early/late sub-trigger as (``n`` of ``AFTER COUNT n``, ``AFTER PROCESSING TIME``), either or both
-    absent (they repeat, wrapped in REPEATEDLY or not); None for any other sub-trigger."""
+def _sub(trigger: plan.Trigger | None) -> tuple[int | None, plan.AfterProcessingTime | None, bool] | None:
+    """An early/late sub-trigger as (``n`` of ``AFTER COUNT n``, ``AFTER PROCESSING TIME``, whether both are
+    needed), either or both absent (they repeat, wrapped in REPEATEDLY or not); AFTER ANY or AFTER ALL of at most
+    one of each (Beam's ``AfterFirst``/``AfterAll`` of ``elementCountAtLeast`` and ``pastFirstElementInPane``):
+    a firing resets both. None for any other sub-trigger."""
     if trigger is None:
-        return None, None
+        return None, None, False
     if isinstance(trigger, plan.Repeatedly):
         trigger = trigger.trigger
+    if isinstance(trigger, (plan.AfterAny, plan.AfterAll)):
+        counts = [t for t in trigger.triggers if isinstance(t, plan.AfterCount)]
+        delays = [t for t in trigger.triggers if isinstance(t, plan.AfterProcessingTime)]
+        if not trigger.triggers or len(counts) > 1 or len(delays) > 1 or \
+                len(counts) + len(delays) != len(trigger.triggers):
+            return None
+        return (counts[0].n if counts else None, delays[0] if delays else None,
+                isinstance(trigger, plan.AfterAll))
     if isinstance(trigger, plan.AfterCount):
-        return trigger.n, None
+        return trigger.n, None, False
     if isinstance(trigger, plan.AfterProcessingTime):
-        return None, trigger
+        return None, trigger, False
     return None
+
+
+def _ready(count: np.ndarray, n: int | None, at: np.ndarray, after: plan.AfterProcessingTime | None, both: bool,
+           pt: int) -> np.ndarray | bool:
+    """Whether a sub-trigger would fire (``should_fire``): its count reached, its processing time due, either
+    (AFTER ANY) or both (AFTER ALL); False without either."""
+    parts = ([count >= n] if n is not None else []) + ([pt >= at] if after is not None else [])
+    if len(parts) < 2:
+        return parts[0] if parts else False
+    return parts[0] & parts[1] if both else parts[0] | parts[1]
 
 
 def due_at(spec: plan.AfterProcessingTime, processing_time: int) -> int:
@@ -159,7 +188,8 @@ def timers_of(trigger: ComparisonTrigger, end: np.ndarray, col: dict[str, np.nda
 def processing_timers_of(col: dict[str, np.ndarray]) -> np.ndarray:
     """Each window's processing-time timer (MAX_TIME: none): its early sub-trigger's before the end-of-window
     firing, its late one's after it (a closed window has neither)."""
-    return np.where(col["late"], col["late_at"], col["early_at"])
+    at = np.where(col["late"], col["late_at"], col["early_at"])
+    return np.where(at == GONE_OFF, MAX_TIME, at)
 
 
 def advance(trig: ComparisonTrigger, accumulating: bool, col: dict[str, np.ndarray], end: np.ndarray,
@@ -196,10 +226,8 @@ def advance(trig: ComparisonTrigger, accumulating: bool, col: dict[str, np.ndarr
     # should_fire / on_fire
     reached = w >= end
     if trig.watermark:
-        early_ready = col["early_count"] >= trig.early if trig.early is not None else \
-            pt >= col["early_at"] if trig.early_after is not None else False
-        late_ready = col["late_count"] >= trig.late if trig.late is not None else \
-            pt >= col["late_at"] if trig.late_after is not None else False
+        early_ready = _ready(col["early_count"], trig.early, col["early_at"], trig.early_after, trig.early_all, pt)
+        late_ready = _ready(col["late_count"], trig.late, col["late_at"], trig.late_after, trig.late_all, pt)
         timer_due = ~late & reached
         if trig.processing_time:
             timer_due = timer_due | (pt >= processing_timers_of(col))
@@ -208,7 +236,7 @@ def advance(trig: ComparisonTrigger, accumulating: bool, col: dict[str, np.ndarr
         fire_late, fire_early, fire_end = fire & late, fire & ~late & ~reached, fire & ~late & reached
         finished = fire_end if trig.late is None and trig.late_after is None else np.zeros(len(end), bool)
     elif trig.alone:  # the count or the processing-time trigger itself: every firing is its own
-        ready = col["early_count"] >= trig.early if trig.early is not None else pt >= col["early_at"]
+        ready = _ready(col["early_count"], trig.early, col["early_at"], trig.early_after, trig.early_all, pt)
         fire = processed & ~closed & (added | expiring | (pt >= col["early_at"])) & ready  # (a count sets no timer)
         fire_early, fire_late, fire_end = fire, np.zeros(len(end), bool), np.zeros(len(end), bool)
         finished = fire if not trig.repeats else np.zeros(len(end), bool)
@@ -247,6 +275,8 @@ def advance(trig: ComparisonTrigger, accumulating: bool, col: dict[str, np.ndarr
     for name, unset in UNSET.items():
         col[name] = np.where(close, unset, col[name])
     col["late"] &= ~close
+    for name in ("early_at", "late_at"):  # a processing-time timer goes off once
+        col[name] = np.where(col[name] <= pt, GONE_OFF, col[name])
     return step
 
 

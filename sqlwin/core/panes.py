@@ -309,6 +309,7 @@ class PaneDriver:
         # the end-of-window timer goes off once: a sub-trigger that starts after it (the second AFTER WATERMARK
         # of an AFTER EACH) waits for a row, so a call without one changes nothing, as Beam's trigger does
         state.end_timer_fired = state.end_timer_fired or watermark >= state.end
+        self.machine.on_time_passed(ctx)  # and so does a processing-time timer
         if expiring and not state.expired:
             if pane is None and state.pending:
                 pane = self._emit(state, watermark, final=True, fired=False, by_watermark=self._fires_at_expiry)

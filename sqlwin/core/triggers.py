@@ -89,6 +89,11 @@ class TriggerMachine:
         for child in self.children:
             child.on_merge(ctx, merging)
 
+    def on_time_passed(self, ctx: TriggerContext) -> None:
+        """After a micro-batch: note the processing-time timers that have gone off (a timer goes off once)."""
+        for child in self.children:
+            child.on_time_passed(ctx)
+
     def clear(self, ctx: TriggerContext) -> None:
         """Forget this subtree: its state and its finished bits (used to repeat and to reset)."""
         ctx.state.nodes.pop(self.path, None)
@@ -167,14 +172,25 @@ class AfterProcessingTimeMachine(TriggerMachine):
         self.set_finished(ctx)
         return True
 
+    def on_time_passed(self, ctx: TriggerContext) -> None:
+        """A timer that went off without its trigger firing (an AFTER ALL waiting for its other children) stays
+        satisfied but is no timer any more: Beam calls it back once, and asking again would spin no-data
+        micro-batches until a row comes."""
+        node = ctx.state.nodes.get(self.path)
+        if node is not None and "fire_at" in node and ctx.processing_time is not None and \
+                ctx.processing_time >= node["fire_at"]:
+            node["gone_off"] = True
+
     def on_merge(self, ctx: TriggerContext, merging: Sequence[TriggerState]) -> None:
         super().on_merge(ctx, merging)
-        times = [s.nodes[self.path]["fire_at"] for s in merging if "fire_at" in s.nodes.get(self.path, {})]
-        if times:
-            ctx.state.node(self.path)["fire_at"] = min(times)
+        nodes = [s.nodes[self.path] for s in merging if "fire_at" in s.nodes.get(self.path, {})]
+        if nodes:
+            earliest = min(nodes, key=lambda n: n["fire_at"])
+            ctx.state.node(self.path).update({k: earliest[k] for k in ("fire_at", "gone_off") if k in earliest})
 
     def timers(self, ctx: TriggerContext) -> tuple[Timer, Timer]:
-        return None, ctx.state.nodes.get(self.path, {}).get("fire_at")
+        node = ctx.state.nodes.get(self.path, {})
+        return None, None if node.get("gone_off") else node.get("fire_at")
 
 
 class NeverMachine(TriggerMachine):
