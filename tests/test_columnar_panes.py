@@ -46,6 +46,11 @@ TRIGGERS = {
         late=plan.AfterAny((plan.AfterProcessingTime(2),)))),
     "any_repeated": plan.EmitSpec(plan.Repeatedly(plan.AfterAny((plan.AfterProcessingTime(4), plan.AfterCount(3))))),
     "all_once": plan.EmitSpec(plan.AfterAll((plan.AfterCount(2), plan.AfterProcessingTime(2)))),
+    # REPEATEDLY t UNTIL AFTER WATERMARK: AFTER WATERMARK EARLY t
+    "every_2_rows_until_watermark": plan.EmitSpec(plan.OrFinally(plan.Repeatedly(plan.AfterCount(2)),
+                                                                 plan.AfterWatermark())),
+    "any_until_watermark": plan.EmitSpec(plan.OrFinally(
+        plan.Repeatedly(plan.AfterAny((plan.AfterCount(3), plan.AfterProcessingTime(2)))), plan.AfterWatermark())),
     "every_2_rows": plan.EmitSpec(plan.Repeatedly(plan.AfterCount(2))),
     "count_3_once": plan.EmitSpec(plan.AfterCount(3)),
     "every_3_units": plan.EmitSpec(plan.Repeatedly(plan.AfterProcessingTime(3))),
@@ -193,8 +198,12 @@ def test_the_family() -> None:
     assert ComparisonTrigger.of(plan.EmitSpec(plan.AfterWatermark(
         early=plan.AfterAny((every, plan.AfterCount(2))), late=plan.AfterAll((plan.AfterCount(3), every))))) == \
         ComparisonTrigger(True, 2, 3, early_after=every, late_after=every, late_all=True)
+    assert ComparisonTrigger.of(plan.EmitSpec(plan.OrFinally(plan.Repeatedly(every), plan.AfterWatermark()))) == \
+        ComparisonTrigger(True, early_after=every)
     for other in (plan.Repeatedly(plan.Repeatedly(every)), plan.AfterEach((every, plan.AfterCount(2))),
                   plan.OrFinally(plan.Repeatedly(plan.AfterCount(2)), plan.AfterCount(5)),
+                  plan.OrFinally(plan.AfterCount(2), plan.AfterWatermark()),
+                  plan.OrFinally(plan.Repeatedly(plan.AfterCount(2)), plan.AfterWatermark(late=plan.AfterCount(1))),
                   plan.AfterAny((every, plan.AfterWatermark())), plan.AfterAll(()),
                   plan.AfterWatermark(early=plan.AfterAny((every, plan.Repeatedly(plan.AfterCount(2))))),
                   plan.AfterWatermark(late=plan.AfterAny((plan.AfterCount(1), plan.AfterCount(2))))):

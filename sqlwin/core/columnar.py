@@ -5,7 +5,8 @@ generic ``WindowOperator`` with a trigger object per window; this is sqlwin's co
 ``AFTER WATERMARK [EARLY t] [LATE t]`` where each of ``t`` is ``EVERY n ROWS`` or a processing-time delay
 (``AFTER PROCESSING TIME DELAY d [ALIGNED TO p]``, ``EVERY interval``: Beam's most common early firings), the
 default trigger among them, such a ``t`` alone (``EVERY n ROWS``, ``EVERY interval``, ``AFTER COUNT n``),
-``AFTER ANY`` or ``AFTER ALL`` of a count and a delay in either place, ``EMIT FINAL`` and ``NEVER``, a
+``AFTER ANY`` or ``AFTER ALL`` of a count and a delay in either place, ``REPEATEDLY t UNTIL AFTER WATERMARK``
+(which is ``AFTER WATERMARK EARLY t``), ``EMIT FINAL`` and ``NEVER``, a
 window's state is a handful of numbers (counts since the last early or late firing, the processing time an
 early or late firing is due, whether the end-of-window firing happened, the next pane index, ...), and every
 transition ``PaneDriver.process`` makes for one micro-batch is a comparison of those numbers with the window's
@@ -88,6 +89,11 @@ class ComparisonTrigger:
             return cls(False, final=True)
         if isinstance(trigger, plan.Never):
             return cls(False)
+        if isinstance(trigger, plan.OrFinally) and isinstance(trigger.main, plan.Repeatedly) and \
+                trigger.until == plan.AfterWatermark():
+            # REPEATEDLY t UNTIL AFTER WATERMARK (Beam's ``Repeatedly.forever(t).orFinally(pastEndOfWindow())``)
+            # fires as t until the end-of-window firing, which closes the window: AFTER WATERMARK EARLY t
+            trigger = plan.AfterWatermark(early=trigger.main)
         if not isinstance(trigger, plan.AfterWatermark):
             alone = _sub(trigger)  # EVERY n ROWS, EVERY interval, AFTER COUNT n, AFTER PROCESSING TIME ...
             if alone is None or alone[:2] == (None, None):
