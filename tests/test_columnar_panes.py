@@ -64,8 +64,8 @@ class Scalar:
     """The operator's per-window pane engine (``sqlwin.streaming.engines.WindowStates``: ``PaneDriver`` per
     window), one token per micro-batch."""
 
-    def __init__(self, emit: plan.EmitSpec, lateness: int):
-        self.engine = WindowStates(PaneDriver(emit, lateness))
+    def __init__(self, emit: plan.EmitSpec, lateness: int, global_window: bool = False):
+        self.engine = WindowStates(PaneDriver(emit, lateness, global_window=global_window))
         self.driver = self.engine.driver
 
     @property
@@ -92,13 +92,14 @@ def columnar_step(panes: ColumnarPanes, new: dict, batch: int, watermark: int, n
     return fired, expired
 
 
-def run_both(emit: plan.EmitSpec, mode: plan.AccumulationMode, lateness: int, history: list) -> None:
+def run_both(emit: plan.EmitSpec, mode: plan.AccumulationMode, lateness: int, history: list,
+             global_window: bool = False) -> None:
     """``history``: per micro-batch (watermark advance or None for the end, new-row counts per window, and
     optionally the processing time's advance: 1 if not given)."""
     emit = plan.EmitSpec(emit.trigger, mode, emit.explicit)
     trigger = ComparisonTrigger.of(emit)
     assert trigger is not None
-    scalar = Scalar(emit, lateness)
+    scalar = Scalar(emit, lateness, global_window)
     columnar = ColumnarPanes(trigger, lateness, mode is plan.AccumulationMode.ACCUMULATING)
     stored: dict = {}  # window -> batches whose rows the window kept (the operator's stored partial rows)
     watermark = MIN_TIME
@@ -132,10 +133,16 @@ def run_both(emit: plan.EmitSpec, mode: plan.AccumulationMode, lateness: int, hi
         columnar = restored
 
 
-history = st.lists(st.tuples(
-    st.one_of(st.integers(0, 12), st.none()),
-    st.dictionaries(st.sampled_from(WINDOWS), st.integers(1, 4), max_size=6),
-    st.integers(0, 5)), min_size=1, max_size=10)  # the processing time's advance: 0 is a tie
+def histories(windows: list) -> st.SearchStrategy:
+    return st.lists(st.tuples(
+        st.one_of(st.integers(0, 12), st.none()),
+        st.dictionaries(st.sampled_from(windows), st.integers(1, 4), max_size=6),
+        st.integers(0, 5)), min_size=1, max_size=10)  # the processing time's advance: 0 is a tie
+
+
+history = histories(WINDOWS)
+# the global window of each key (GROUP BY without a window TVF): triggers that do not wait for the watermark
+GLOBAL_TRIGGERS = sorted(n for n, e in TRIGGERS.items() if not plan.uses_watermark(e.trigger))
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -143,6 +150,15 @@ history = st.lists(st.tuples(
        history=history)
 def test_columnar_equals_pane_driver(name: str, mode: plan.AccumulationMode, lateness: int, history: list) -> None:
     run_both(TRIGGERS[name], mode, lateness, history)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from(GLOBAL_TRIGGERS), mode=st.sampled_from(MODES), lateness=st.sampled_from([0, 5]),
+       history=histories([(k, MIN_TIME, MAX_TIME) for k in ("a", "b")]))
+def test_columnar_equals_pane_driver_in_the_global_window(name: str, mode: plan.AccumulationMode, lateness: int,
+                                                          history: list) -> None:
+    """A key's one window never ends: only the count and processing-time firings and the end of input fire it."""
+    run_both(TRIGGERS[name], mode, lateness, history, global_window=True)
 
 
 @pytest.mark.parametrize("name", sorted(TRIGGERS))
@@ -182,16 +198,14 @@ def test_processing_time_firings_by_hand(mode: plan.AccumulationMode) -> None:
 
 
 def test_the_family() -> None:
-    """Only comparison triggers: processing time alone, composites and the global window stay on PaneDriver."""
+    """Only comparison triggers: other composites stay on PaneDriver."""
     assert ComparisonTrigger.of(plan.EmitSpec()) == ComparisonTrigger(True, None, 1)
     assert ComparisonTrigger.of(plan.EmitSpec(plan.EmitFinal())) == ComparisonTrigger(False, final=True)
-    assert ComparisonTrigger.of(plan.EmitSpec(), global_window=True) is None
     every = plan.AfterProcessingTime(5)
     assert ComparisonTrigger.of(plan.EmitSpec(plan.AfterWatermark(early=plan.Repeatedly(every)))) == \
         ComparisonTrigger(True, early_after=every)
     assert ComparisonTrigger.of(plan.EmitSpec(plan.Repeatedly(plan.AfterCount(3)))) == ComparisonTrigger(False, 3)
     assert ComparisonTrigger.of(plan.EmitSpec(every)) == ComparisonTrigger(False, early_after=every, repeats=False)
-    assert ComparisonTrigger.of(plan.EmitSpec(plan.Repeatedly(plan.AfterCount(3))), global_window=True) is None
     # AFTER ANY / ALL of at most one count and one delay: both columns, a flag for ALL
     assert ComparisonTrigger.of(plan.EmitSpec(plan.AfterAny((every, plan.AfterCount(2))))) == \
         ComparisonTrigger(False, 2, early_after=every, repeats=False)

@@ -12,6 +12,7 @@ its executors, not in the driver.
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -275,13 +276,31 @@ UNTIL_EXPECTED = [
 CASES = {"processing_time": (PT_QUERY, PT_EXPECTED), "every_2_rows": (WINDOWED + "EVERY 2 ROWS", EVERY_EXPECTED),
          "any_and_all": (ANY_ALL_QUERY, ANY_ALL_EXPECTED),
          "until_watermark": (WINDOWED + "EVERY 2 ROWS UNTIL AFTER WATERMARK", UNTIL_EXPECTED)}
+# the same rows in the global window (one per key), a pane every second row: what is left fires at the end of
+# input (LATE, final); no window ends, so no micro-batch without rows
+GLOBAL_QUERY = """SELECT k, SUM(v) AS s, COUNT(*) AS c FROM {stream} GROUP BY k
+    ALLOWED LATENESS INTERVAL 20 SECONDS LATE ROWS TO {stream}_late EMIT WITH TRIGGER EVERY 2 ROWS"""
+GLOBAL_EXPECTED = [
+    (None, "a", 4, 2, 0, "EARLY", False, 1), (None, "b", 8, 2, 0, "EARLY", False, 4),
+    (None, "a", 9, 3, 1, "LATE", True, 6), (None, "c", 4, 1, 0, "LATE", True, 6),
+    (None, "d", None, 1, 0, "LATE", True, 6),
+]
+CASES["global_every_2_rows"] = (GLOBAL_QUERY, GLOBAL_EXPECTED)
 DROPPED = {"until_watermark": [("a", 5)]}  # the rows each case drops into LATE ROWS TO
+
+
+def _pane(r: Any, base: dt.datetime) -> tuple:
+    """A pane as the hand-worked tables give it: (window start in seconds, or None for the global window, k,
+    s, c, pane_index, pane_timing, is_final, micro_batch)."""
+    start = (r.window_start - base).seconds if "window_start" in r.asDict() else None
+    return start, r.k, r.s, r.c, r.pane_index, r.pane_timing, r.is_final, r.micro_batch
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_processing_time_and_count_firings_are_the_same_in_every_pane_engine(spark, monkeypatch, tmp_path, case):
     """``AFTER WATERMARK EARLY EVERY interval LATE AFTER PROCESSING TIME DELAY d``, ``EVERY n ROWS`` alone,
-    AFTER ANY/ALL of a count and a delay and ``... UNTIL AFTER WATERMARK`` are in the columnar family: replayed
+    AFTER ANY/ALL of a count and a delay, ``... UNTIL AFTER WATERMARK`` and the global window are in the
+    columnar family: replayed
     on their PROCESSING TIME BY clock, the per-window ``PaneDriver`` (the reference), the driver's columnar
     engine, the columnar engine with its windows in Spark and the planned replay give the hand-worked panes
     above, micro-batch numbers included, and drop the same rows."""
@@ -321,8 +340,7 @@ def test_processing_time_and_count_firings_are_the_same_in_every_pane_engine(spa
                 sqlwin.sql(spark, f"CREATE STREAM {stream} FROM TABLE pt_rows ARRIVAL ORDER BY seq MICRO BATCH BY "
                                   "mb PROCESSING TIME BY pt WATERMARK FOR ts AS ts - INTERVAL 2 SECONDS")
                 rows = sqlwin.sql(spark, query.format(stream=stream)).collect()
-            results[name] = sorted(((r.window_start - base).seconds, r.k, r.s, r.c, r.pane_index, r.pane_timing,
-                                    r.is_final, r.micro_batch) for r in rows)
+            results[name] = sorted(_pane(r, base) for r in rows)
             assert sorted((r.k, r.v) for r in spark.table(f"{stream}_late").collect()) == DROPPED.get(case, [])
             catalog.drop_stream(spark, stream)
     finally:
@@ -354,8 +372,7 @@ def test_processing_time_firings_of_a_live_table_with_its_windows_in_spark(spark
             clock.now = int((PT_CLOCK + dt.timedelta(seconds=rows[0][4]) - epoch).total_seconds()) * 1_000_000
             feeder.feed([[{"k": k, "v": v, "ts": str(base + dt.timedelta(seconds=t))} for k, v, t, _, _ in rows]],
                         table)
-        got = sorted(((r.window_start - base).seconds, r.k, r.s, r.c, r.pane_index, r.pane_timing, r.is_final,
-                      r.micro_batch) for r in spark.table("pt_live_out").collect())
+        got = sorted(_pane(r, base) for r in spark.table("pt_live_out").collect())
         assert got == sorted(p for p in expected if p[1] != "d")
         assert spark.table("pt_live_late").count() == 0
     finally:

@@ -91,7 +91,7 @@ def restored(engine, batch: int):
 def run_engines(emit: plan.EmitSpec, mode: plan.AccumulationMode, lateness: int, steps: list) -> None:
     emit = plan.EmitSpec(emit.trigger, mode, emit.explicit)
     driver = PaneDriver(emit, lateness)
-    engines = [WindowStates(driver), ColumnarEngine.of(driver, global_window=False)]
+    engines = [WindowStates(driver), ColumnarEngine.of(driver)]
     assert engines[1] is not None
     stored: dict = {}  # window -> micro-batches that stored rows of it
     watermark, now = MIN_TIME, 0
@@ -201,7 +201,7 @@ def test_state_in_the_shape_earlier_versions_committed_commits_again_unchanged(t
         tables.save_table(old["batch"], "windows", pa.Table.from_pylist(old["windows_table"]))
     op = SimpleNamespace(store=store, views=SimpleNamespace(batch="v"))
     driver = PaneDriver(plan.EmitSpec(), 5)
-    engine = ColumnarEngine.of(driver, global_window=False) if old["state"]["columnar"] else WindowStates(driver)
+    engine = ColumnarEngine.of(driver) if old["state"]["columnar"] else WindowStates(driver)
     roles = [engine, StoredRows(op, NoEvictor()), NoEvictor()]
     if case == "max_sessions":
         roles.append(MaxDurationSessions(op))

@@ -16,8 +16,9 @@ table, saved as one parquet file.
 
 The rules are ``PaneDriver``'s, written as array expressions (each step below names the method it
 mirrors); ``tests/test_columnar_panes.py`` checks, on generated histories, that both give the same panes
-window by window. Any other trigger (AFTER EACH, UNTIL, other composites), the global window,
-sessions, count windows and evictors run on ``PaneDriver``.
+window by window. The windows may be TUMBLE, HOP, CUMULATE or a key's global window (which ends at the end of
+input only). Any other trigger (AFTER EACH, UNTIL, other composites), sessions, count windows and evictors run
+on ``PaneDriver``.
 
 A pane's input is given as a range of micro-batches ``[lo, batch]`` (``lo`` < 0: none): the window's rows
 stored by those micro-batches (ACCUMULATING: since its first row; DISCARDING: since its previous pane).
@@ -80,11 +81,9 @@ class ComparisonTrigger:
     late_all: bool = False
 
     @classmethod
-    def of(cls, emit: plan.EmitSpec, global_window: bool = False) -> ComparisonTrigger | None:
+    def of(cls, emit: plan.EmitSpec) -> ComparisonTrigger | None:
         """The family member ``emit`` is, or None (the trigger needs ``PaneDriver``)."""
         trigger = emit.trigger
-        if global_window:
-            return None
         if isinstance(trigger, plan.EmitFinal):
             return cls(False, final=True)
         if isinstance(trigger, plan.Never):

@@ -106,9 +106,9 @@ class ColumnarEngine(Durable):
         self.panes = panes
 
     @classmethod
-    def of(cls, driver: PaneDriver, global_window: bool) -> ColumnarEngine | None:
+    def of(cls, driver: PaneDriver) -> ColumnarEngine | None:
         """The engine for ``driver``'s trigger, if every decision of that trigger is a comparison."""
-        trigger = ComparisonTrigger.of(driver.emit, global_window=global_window)
+        trigger = ComparisonTrigger.of(driver.emit)
         return cls(ColumnarPanes(trigger, driver.lateness, driver.accumulating)) if trigger else None
 
     @staticmethod

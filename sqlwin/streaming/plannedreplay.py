@@ -89,7 +89,7 @@ class PlannedReplay(MicroBatchOperator):
         groups = self._counts(cut, counts)
         self.fired = FiredLog(windows=self.TRACK_WINDOWS)
         self.drops: list[pd.DataFrame] = []
-        columnar = ColumnarEngine.of(self.driver, global_window=self.shape.window is None)
+        columnar = ColumnarEngine.of(self.driver)
         if columnar is not None and len(groups) >= self.COLUMNAR_GROUPS * max(len(plan), 1):
             # many windows per micro-batch: every window stepped at once (as the live operator's engine does)
             self.panes = columnar

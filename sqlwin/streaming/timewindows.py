@@ -32,7 +32,7 @@ class TimeWindowAssigner(WindowAssigner):
         rows per window as Arrow), unless PaneDriver saved the committed ones (an earlier version): they go on
         with it."""
         columnar = columnar and self.op.query.decomposition is not None
-        engine = ColumnarEngine.of(driver, global_window=self.op.shape.window is None) if columnar else None
+        engine = ColumnarEngine.of(driver) if columnar else None
         if engine is not None and (engine.continues(committed) or KeyedPanes.continues(committed)):
             return self.op.placement.initial(engine, committed)  # its windows in the driver or in Spark
         return WindowStates(driver)
