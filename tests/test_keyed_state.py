@@ -273,9 +273,6 @@ UNTIL_EXPECTED = [
     (10, "b", 6, 1, 0, "ON_TIME", True, 7), (10, "c", 4, 1, 0, "ON_TIME", True, 7),  # W -> 97
     (90, "d", None, 1, 0, "ON_TIME", True, 8),  # at the end of input
 ]
-CASES = {"processing_time": (PT_QUERY, PT_EXPECTED), "every_2_rows": (WINDOWED + "EVERY 2 ROWS", EVERY_EXPECTED),
-         "any_and_all": (ANY_ALL_QUERY, ANY_ALL_EXPECTED),
-         "until_watermark": (WINDOWED + "EVERY 2 ROWS UNTIL AFTER WATERMARK", UNTIL_EXPECTED)}
 # the same rows in the global window (one per key), a pane every second row: what is left fires at the end of
 # input (LATE, final); no window ends, so no micro-batch without rows
 GLOBAL_QUERY = """SELECT k, SUM(v) AS s, COUNT(*) AS c FROM {stream} GROUP BY k
@@ -285,7 +282,10 @@ GLOBAL_EXPECTED = [
     (None, "a", 9, 3, 1, "LATE", True, 6), (None, "c", 4, 1, 0, "LATE", True, 6),
     (None, "d", None, 1, 0, "LATE", True, 6),
 ]
-CASES["global_every_2_rows"] = (GLOBAL_QUERY, GLOBAL_EXPECTED)
+CASES = {"processing_time": (PT_QUERY, PT_EXPECTED), "every_2_rows": (WINDOWED + "EVERY 2 ROWS", EVERY_EXPECTED),
+         "any_and_all": (ANY_ALL_QUERY, ANY_ALL_EXPECTED),
+         "until_watermark": (WINDOWED + "EVERY 2 ROWS UNTIL AFTER WATERMARK", UNTIL_EXPECTED),
+         "global_every_2_rows": (GLOBAL_QUERY, GLOBAL_EXPECTED)}
 DROPPED = {"until_watermark": [("a", 5)]}  # the rows each case drops into LATE ROWS TO
 
 
@@ -295,15 +295,15 @@ def _pane(r: Any, base: dt.datetime) -> tuple:
     start = (r.window_start - base).seconds if "window_start" in r.asDict() else None
     return start, r.k, r.s, r.c, r.pane_index, r.pane_timing, r.is_final, r.micro_batch
 
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_processing_time_and_count_firings_are_the_same_in_every_pane_engine(spark, monkeypatch, tmp_path, case):
     """``AFTER WATERMARK EARLY EVERY interval LATE AFTER PROCESSING TIME DELAY d``, ``EVERY n ROWS`` alone,
     AFTER ANY/ALL of a count and a delay, ``... UNTIL AFTER WATERMARK`` and the global window are in the
-    columnar family: replayed
-    on their PROCESSING TIME BY clock, the per-window ``PaneDriver`` (the reference), the driver's columnar
-    engine, the columnar engine with its windows in Spark and the planned replay give the hand-worked panes
-    above, micro-batch numbers included, and drop the same rows."""
+    columnar family: replayed on their PROCESSING TIME BY clock, the per-window ``PaneDriver`` (the reference),
+    the driver's columnar engine, the columnar engine with its windows in Spark and the planned replay give the
+    hand-worked panes above, micro-batch numbers included, and drop the same rows."""
     query, expected = CASES[case]
     from sqlwin.streaming import plannedreplay
     from sqlwin.streaming.keyedstate import KeyedPanes
@@ -352,6 +352,8 @@ def test_processing_time_and_count_firings_are_the_same_in_every_pane_engine(spa
 
 
 @pytest.mark.slow
+# a timer that never stops asking for micro-batches feeds forever, and stopping that table waits: end the worker
+@pytest.mark.timeout(300, method="thread")
 @pytest.mark.parametrize("case", ["processing_time", "any_and_all"])
 def test_processing_time_firings_of_a_live_table_with_its_windows_in_spark(spark, monkeypatch, tmp_path, case):
     """The same rows live, a file per micro-batch on the same clock, the windows in Spark: the replay's panes
