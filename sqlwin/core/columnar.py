@@ -280,8 +280,9 @@ def advance(trig: ComparisonTrigger, accumulating: bool, col: dict[str, np.ndarr
     for name, unset in UNSET.items():
         col[name] = np.where(close, unset, col[name])
     col["late"] &= ~close
-    for name in ("early_at", "late_at"):  # a processing-time timer goes off once
-        col[name] = np.where(col[name] <= pt, GONE_OFF, col[name])
+    if trig.processing_time:  # a processing-time timer goes off once
+        for name in ("early_at", "late_at"):
+            col[name] = np.where(col[name] <= pt, GONE_OFF, col[name])
     return step
 
 
