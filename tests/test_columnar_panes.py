@@ -51,6 +51,13 @@ TRIGGERS = {
                                                                  plan.AfterWatermark())),
     "any_until_watermark": plan.EmitSpec(plan.OrFinally(
         plan.Repeatedly(plan.AfterAny((plan.AfterCount(3), plan.AfterProcessingTime(2)))), plan.AfterWatermark())),
+    # t alone UNTIL AFTER COUNT m: a last pane at the m-th row, then closed (also when t would not fire then)
+    "every_2_rows_until_5": plan.EmitSpec(plan.OrFinally(plan.Repeatedly(plan.AfterCount(2)), plan.AfterCount(5))),
+    "any_until_4": plan.EmitSpec(plan.OrFinally(
+        plan.Repeatedly(plan.AfterAny((plan.AfterCount(3), plan.AfterProcessingTime(2)))), plan.AfterCount(4))),
+    "every_3_units_until_3": plan.EmitSpec(plan.OrFinally(plan.Repeatedly(plan.AfterProcessingTime(3)),
+                                                          plan.AfterCount(3))),
+    "count_4_once_until_2": plan.EmitSpec(plan.OrFinally(plan.AfterCount(4), plan.AfterCount(2))),
     "every_2_rows": plan.EmitSpec(plan.Repeatedly(plan.AfterCount(2))),
     "count_3_once": plan.EmitSpec(plan.AfterCount(3)),
     "every_3_units": plan.EmitSpec(plan.Repeatedly(plan.AfterProcessingTime(3))),
@@ -214,8 +221,16 @@ def test_the_family() -> None:
         ComparisonTrigger(True, 2, 3, early_after=every, late_after=every, late_all=True)
     assert ComparisonTrigger.of(plan.EmitSpec(plan.OrFinally(plan.Repeatedly(every), plan.AfterWatermark()))) == \
         ComparisonTrigger(True, early_after=every)
+    # t alone UNTIL AFTER COUNT m: t's columns and m
+    every_2_until_5 = plan.OrFinally(plan.Repeatedly(plan.AfterCount(2)), plan.AfterCount(5))
+    assert ComparisonTrigger.of(plan.EmitSpec(every_2_until_5)) == ComparisonTrigger(False, 2, until=5)
+    assert ComparisonTrigger.of(plan.EmitSpec(plan.OrFinally(every, plan.AfterCount(1)))) == \
+        ComparisonTrigger(False, early_after=every, repeats=False, until=1)
     for other in (plan.Repeatedly(plan.Repeatedly(every)), plan.AfterEach((every, plan.AfterCount(2))),
-                  plan.OrFinally(plan.Repeatedly(plan.AfterCount(2)), plan.AfterCount(5)),
+                  plan.OrFinally(plan.Repeatedly(plan.AfterCount(2)), every),
+                  plan.OrFinally(plan.OrFinally(plan.Repeatedly(plan.AfterCount(2)), plan.AfterCount(5)),
+                                 plan.AfterCount(3)),
+                  plan.OrFinally(plan.AfterWatermark(early=plan.AfterCount(2)), plan.AfterCount(5)),
                   plan.OrFinally(plan.AfterCount(2), plan.AfterWatermark()),
                   plan.OrFinally(plan.Repeatedly(plan.AfterCount(2)), plan.AfterWatermark(late=plan.AfterCount(1))),
                   plan.AfterAny((every, plan.AfterWatermark())), plan.AfterAll(()),

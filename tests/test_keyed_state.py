@@ -40,7 +40,9 @@ TRIGGERS = [ComparisonTrigger(True), ComparisonTrigger(True, early=2), Compariso
             ComparisonTrigger(False, early_after=plan.AfterProcessingTime(2), repeats=False),
             ComparisonTrigger(True, 2, early_after=plan.AfterProcessingTime(3), late=1,
                               late_after=plan.AfterProcessingTime(0, 4), late_all=True),
-            ComparisonTrigger(False, 3, early_after=plan.AfterProcessingTime(2), early_all=True)]
+            ComparisonTrigger(False, 3, early_after=plan.AfterProcessingTime(2), early_all=True),
+            # UNTIL AFTER COUNT m (its count in the late_count column)
+            ComparisonTrigger(False, 2, early_after=plan.AfterProcessingTime(3), until=5)]
 WINDOWS = [(k, s, s + 10) for k in ("a", "b", "c") for s in (0, 10, 20)]
 
 

@@ -100,7 +100,7 @@ def _recording(plannable, runs: list[bool]):
 
 
 COLUMNAR = {"tumble_lateness", "hop_early_discarding", "tumble_final", "hop_closed_at_end", "tumble_early_late",
-            "topn_early_late", "hot_keys", "dims_left_join"}
+            "topn_early_late", "hot_keys", "dims_left_join", "global_every"}
 
 
 def _both(spark, monkeypatch, table: str, query: str, delay: int = 2, columnar: bool = False,
@@ -146,8 +146,8 @@ def _both(spark, monkeypatch, table: str, query: str, delay: int = 2, columnar: 
     if planner is not replay_module.PlannedReplay:
         return tuple(results)
     # every trigger here is a comparison one (AFTER WATERMARK [EARLY/LATE EVERY n ROWS], EMIT FINAL, the
-    # default) except the global window's (no window TVF), which the columnar engine does not take
-    assert planned_drivers == [planned_columnar and "(TABLE " in query]
+    # default, and the global window's REPEATEDLY AFTER COUNT 2 UNTIL AFTER COUNT 5)
+    assert planned_drivers == [planned_columnar]
     return tuple(results)
 
 

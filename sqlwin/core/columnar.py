@@ -6,19 +6,19 @@ generic ``WindowOperator`` with a trigger object per window; this is sqlwin's co
 (``AFTER PROCESSING TIME DELAY d [ALIGNED TO p]``, ``EVERY interval``: Beam's most common early firings), the
 default trigger among them, such a ``t`` alone (``EVERY n ROWS``, ``EVERY interval``, ``AFTER COUNT n``),
 ``AFTER ANY`` or ``AFTER ALL`` of a count and a delay in either place, ``REPEATEDLY t UNTIL AFTER WATERMARK``
-(which is ``AFTER WATERMARK EARLY t``), ``EMIT FINAL`` and ``NEVER``, a
-window's state is a handful of numbers (counts since the last early or late firing, the processing time an
-early or late firing is due, whether the end-of-window firing happened, the next pane index, ...), and every
-transition ``PaneDriver.process`` makes for one micro-batch is a comparison of those numbers with the window's
-new row count, the watermark and the micro-batch's processing time. numpy evaluates them for all windows
-together: a micro-batch costs a few array operations, not a Python call per (key, window), and the state is a
-table, saved as one parquet file.
+(which is ``AFTER WATERMARK EARLY t``), such a ``t`` alone ``UNTIL AFTER COUNT m``, ``EMIT FINAL`` and ``NEVER``,
+a window's state is a handful of numbers (counts since the last early or late firing or since it opened, the
+processing time an early or late firing is due, whether the end-of-window firing happened, the next pane index,
+...), and every transition ``PaneDriver.process`` makes for one micro-batch is a comparison of those numbers
+with the window's new row count, the watermark and the micro-batch's processing time. numpy evaluates them for
+all windows together: a micro-batch costs a few array operations, not a Python call per (key, window), and the
+state is a table, saved as one parquet file.
 
 The rules are ``PaneDriver``'s, written as array expressions (each step below names the method it
 mirrors); ``tests/test_columnar_panes.py`` checks, on generated histories, that both give the same panes
 window by window. The windows may be TUMBLE, HOP, CUMULATE or a key's global window (which ends at the end of
-input only). Any other trigger (AFTER EACH, UNTIL, other composites), sessions, count windows and evictors run
-on ``PaneDriver``.
+input only). Any other trigger (AFTER EACH, other UNTILs and composites), sessions, count windows and evictors
+run on ``PaneDriver``.
 
 A pane's input is given as a range of micro-batches ``[lo, batch]`` (``lo`` < 0: none): the window's rows
 stored by those micro-batches (ACCUMULATING: since its first row; DISCARDING: since its previous pane).
@@ -26,7 +26,7 @@ stored by those micro-batches (ACCUMULATING: since its first row; DISCARDING: si
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -42,7 +42,9 @@ STATE = {
     "cleanup": np.int64,  # end + allowed lateness (MAX_TIME when that overflows)
     "late": np.bool_,  # AFTER WATERMARK's end-of-window firing happened (its "late" node)
     "early_count": np.int64,  # rows since the last early firing (EARLY EVERY n ROWS)
-    "late_count": np.int64,  # rows since the last late firing (LATE EVERY n ROWS)
+    # rows since the last late firing (LATE EVERY n ROWS); without AFTER WATERMARK, which has no late firings,
+    # rows since the window opened (UNTIL AFTER COUNT m: Beam's orFinally count, which main's firings do not reset)
+    "late_count": np.int64,
     "early_at": np.int64,  # when the early processing-time firing is due (MAX_TIME: not set)
     "late_at": np.int64,  # when the late processing-time firing is due (MAX_TIME: not set)
     "closed": np.bool_,  # the trigger finished: a tombstone until the cleanup time
@@ -79,6 +81,8 @@ class ComparisonTrigger:
     # a count and a processing-time delay together: AFTER ALL of them (both needed), else AFTER ANY (the first)
     early_all: bool = False
     late_all: bool = False
+    # ``t UNTIL AFTER COUNT m`` with ``t`` alone: the window fires a last time and closes at its m-th row
+    until: int | None = None
 
     @classmethod
     def of(cls, emit: plan.EmitSpec) -> ComparisonTrigger | None:
@@ -93,6 +97,12 @@ class ComparisonTrigger:
             # REPEATEDLY t UNTIL AFTER WATERMARK (Beam's ``Repeatedly.forever(t).orFinally(pastEndOfWindow())``)
             # fires as t until the end-of-window firing, which closes the window: AFTER WATERMARK EARLY t
             trigger = plan.AfterWatermark(early=trigger.main)
+        if isinstance(trigger, plan.OrFinally) and isinstance(trigger.until, plan.AfterCount):
+            # t UNTIL AFTER COUNT m (Beam's ``orFinally(elementCountAtLeast(m))``), t a count or a delay alone
+            main = cls.of(plan.EmitSpec(trigger.main, emit.mode))
+            if main is None or not main.alone or main.until is not None:
+                return None
+            return replace(main, until=trigger.until.n)
         if not isinstance(trigger, plan.AfterWatermark):
             alone = _sub(trigger)  # EVERY n ROWS, EVERY interval, AFTER COUNT n, AFTER PROCESSING TIME ...
             if alone is None or alone[:2] == (None, None):
@@ -242,9 +252,14 @@ def advance(trig: ComparisonTrigger, accumulating: bool, col: dict[str, np.ndarr
         finished = fire_end if trig.late is None and trig.late_after is None else np.zeros(len(end), bool)
     elif trig.alone:  # the count or the processing-time trigger itself: every firing is its own
         ready = _ready(col["early_count"], trig.early, col["early_at"], trig.early_after, trig.early_all, pt)
+        until = np.zeros(len(end), bool)
+        if trig.until is not None:  # OrFinallyMachine: UNTIL's count fires a last pane, and the window closes
+            col["late_count"] += np.where(added, counts, 0)
+            until = col["late_count"] >= trig.until
+            ready = ready | until
         fire = processed & ~closed & (added | expiring | (pt >= col["early_at"])) & ready  # (a count sets no timer)
         fire_early, fire_late, fire_end = fire, np.zeros(len(end), bool), np.zeros(len(end), bool)
-        finished = fire if not trig.repeats else np.zeros(len(end), bool)
+        finished = fire & until if trig.repeats else fire
     else:
         fire = fire_late = fire_early = fire_end = finished = np.zeros(len(end), bool)
     col["early_count"] = np.where(fire_early | fire_end, 0, col["early_count"])
