@@ -372,7 +372,8 @@ def resume_streaming_tables(spark: SparkSession) -> list[str]:
     statement, which resume from its checkpoint (``sqlwin.streaming.registry``). A table that cannot start is
     reported on stderr, one line in the statement's terms, and the others still start. A table the registry marks
     failed is not started (it would fail again at every start): it is listed, failed with its error, until its
-    statement is run again (the cause fixed) or it is dropped. Returns the messages."""
+    statement is run again (the cause fixed) or it is dropped. The outputs of a table not started keep their views,
+    but one whose folder someone deleted gets none (reported likewise). Returns the messages."""
     from sqlwin.pipeline import execute_statement
     from sqlwin.streaming import catalog, registry
     from sqlwin.streaming.storage import streaming_root
@@ -382,7 +383,7 @@ def resume_streaming_tables(spark: SparkSession) -> list[str]:
     messages = []
     for entry in registry.entries(root):
         if entry.get("failed") or not entry.get("running"):  # not started: its outputs stay readable by name
-            _restore_views(spark, entry)
+            messages += _restore_views(spark, entry)
         if entry.get("failed"):
             failed = registry.FailedTable(spark, entry)
             catalog.add_table(failed)
@@ -408,7 +409,7 @@ def resume_streaming_tables(spark: SparkSession) -> list[str]:
                 message = f"resumed streaming table {entry.get('name')}, but: {error}"
             else:
                 catalog.add_table(registry.not_resumed(spark, entry, error))
-                _restore_views(spark, entry)
+                messages += _restore_views(spark, entry)
                 message = (f"streaming table {entry.get('name')} not resumed: {error} "
                            f"{_RERUN.format(entry.get('name'))}")
         print(f"sqlwin serve: {message}", file=out, flush=True)
@@ -416,14 +417,20 @@ def resume_streaming_tables(spark: SparkSession) -> list[str]:
     return messages
 
 
-def _restore_views(spark: SparkSession, entry: dict) -> None:
+def _restore_views(spark: SparkSession, entry: dict) -> list[str]:
+    """The views of a table the server does not run, as ``registry.restore_views``; returns (and prints on
+    stderr) what could not be restored."""
     from sqlwin.streaming import registry
 
+    name = entry.get("name")
     try:
-        registry.restore_views(spark, entry)
-    except Exception as err:  # a folder gone: the server runs on, the table's views with it
-        print(f"sqlwin serve: the views of streaming table {entry.get('name')} not restored: "
-              f"{str(err).splitlines()[0]}", file=sys.stderr, flush=True)
+        messages = [f"streaming table {name}: the view of {out['name']} not restored: its folder {out['path']} "
+                    "is gone" for out in registry.restore_views(spark, entry)]
+    except Exception as err:  # a file unreadable: the server runs on, the table's views with it
+        messages = [f"streaming table {name}: its views not restored: {str(err).splitlines()[0]}"]
+    for message in messages:
+        print(f"sqlwin serve: {message}", file=sys.stderr, flush=True)
+    return messages
 
 
 _RERUN = ("(fix the cause and run its statement again, which resumes it from its checkpoint; or DROP STREAMING "

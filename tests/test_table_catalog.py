@@ -9,6 +9,9 @@ tests/test_streaming_server.py.
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 import threading
 
 import pytest
@@ -258,6 +261,16 @@ def test_a_restarted_server_gives_the_tables_it_does_not_run_their_views_back(sp
         assert rows_of(other.table("cat_kept"), PANES) == CUSTOM
         assert rows_of(other.table("cat_kept_late"), LATE) == [("a", 7, at(8), at(0), at(10), at(28), "late", 6)]
         assert catalog.find_table("cat_kept") is None
+        # its late rows' folder deleted by hand: no view over it (which would make it again, empty), and said so
+        for name in ("cat_kept", "cat_kept_late"):
+            spark.sql(f"DROP VIEW default.{name}")
+        outputs = {o["name"]: o for o in json.loads((root / registry.FOLDER / "cat_kept.json").read_text())["outputs"]}
+        late = outputs["cat_kept_late"]["path"]
+        shutil.rmtree(late)
+        assert resume_streaming_tables(spark) == [f"streaming table cat_kept: the view of cat_kept_late not restored: "
+                                                  f"its folder {late} is gone"]
+        assert rows_of(other.table("cat_kept"), PANES) == CUSTOM
+        assert not spark.catalog.tableExists("cat_kept_late") and not os.path.exists(late)
     finally:
         _server_gone(spark, "cat_s")
         for name in ("cat_kept", "cat_kept_late"):

@@ -83,21 +83,27 @@ def output_record(sink: Any) -> dict | None:
             "format": sink.format, "options": sink.options, "schema": sink.schema.json()}
 
 
-def restore_views(spark: Any, entry: dict) -> None:
+def restore_views(spark: Any, entry: dict) -> list[dict]:
     """The catalog views of a table the registry knows but the server does not run (stopped, or failed): its
     outputs stay tables every client reads by name, as before the restart (an in-memory catalog starts empty;
     a metastore's views are brought up to the folders' files). Each view names the committed files, as a
-    running table's does (``BatchSink.register``)."""
+    running table's does (``BatchSink.register``). Returns the outputs whose folder is gone (deleted by hand):
+    they get no view, which would make the folder again, empty, and show a table without its rows."""
     from pyspark.sql.types import StructType
 
     from sqlwin.streaming import tableviews
     from sqlwin.streaming.sinks import BatchSink
 
+    gone = []
     for out in entry.get("outputs", []):
+        if not storage.exists(out["path"]):
+            gone.append(out)
+            continue
         sink = BatchSink(out["name"], out["path"], out["format"], None, out["options"])
         sink.schema = StructType.fromJson(json.loads(out["schema"]))
         sink.catalog_view = (out["view"], tableviews.Entry(entry["name"], out["role"], out["location"], out["path"]))
         sink.register(spark)
+    return gone
 
 
 def watch(table: Any) -> None:
