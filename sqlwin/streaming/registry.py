@@ -88,7 +88,8 @@ def restore_views(spark: Any, entry: dict) -> list[dict]:
     outputs stay tables every client reads by name, as before the restart (an in-memory catalog starts empty;
     a metastore's views are brought up to the folders' files). Each view names the committed files, as a
     running table's does (``BatchSink.register``). Returns the outputs whose folder is gone (deleted by hand):
-    they get no view, which would make the folder again, empty, and show a table without its rows."""
+    they get no view, which would make the folder again, empty, and show a table without its rows (a metastore's
+    view of such an output, which names files that are gone, is dropped)."""
     from pyspark.sql.types import StructType
 
     from sqlwin.streaming import tableviews
@@ -98,6 +99,9 @@ def restore_views(spark: Any, entry: dict) -> list[dict]:
     for out in entry.get("outputs", []):
         if not storage.exists(out["path"]):
             gone.append(out)
+            kept = tableviews.entry_at(spark, out["view"])
+            if kept is not None and kept.table.lower() == entry["name"].lower():
+                spark.sql(f"DROP VIEW IF EXISTS {out['view']}")
             continue
         sink = BatchSink(out["name"], out["path"], out["format"], None, out["options"])
         sink.schema = StructType.fromJson(json.loads(out["schema"]))

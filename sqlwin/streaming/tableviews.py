@@ -143,8 +143,13 @@ def whole(folder: str) -> bool:
 
 def find_entry(spark: Any, database: str, name: str) -> Entry | None:
     """The sqlwin view ``database.name`` of the catalog, or None (no such object, or not sqlwin's)."""
+    return entry_at(spark, qualified(database, name))
+
+
+def entry_at(spark: Any, view: str) -> Entry | None:
+    """``find_entry`` of a qualified name."""
     try:
-        rows = spark.sql(f"SHOW TBLPROPERTIES {qualified(database, name)}").collect()
+        rows = spark.sql(f"SHOW TBLPROPERTIES {view}").collect()
     except Exception:  # no such table or view
         return None
     found = {str(r[0]): str(r[1]) for r in rows}
