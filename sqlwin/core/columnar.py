@@ -252,7 +252,7 @@ def advance(trig: ComparisonTrigger, accumulating: bool, col: dict[str, np.ndarr
         finished = fire_end if trig.late is None and trig.late_after is None else np.zeros(len(end), bool)
     elif trig.alone:  # the count or the processing-time trigger itself: every firing is its own
         ready = _ready(col["early_count"], trig.early, col["early_at"], trig.early_after, trig.early_all, pt)
-        until = np.zeros(len(end), bool)
+        until: np.ndarray | bool = False
         if trig.until is not None:  # OrFinallyMachine: UNTIL's count fires a last pane, and the window closes
             col["late_count"] += np.where(added, counts, 0)
             until = col["late_count"] >= trig.until

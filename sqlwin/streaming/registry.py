@@ -101,7 +101,7 @@ def restore_views(spark: Any, entry: dict) -> list[dict]:
             gone.append(out)
             kept = tableviews.entry_at(spark, out["view"])
             if kept is not None and kept.table.lower() == entry["name"].lower():
-                spark.sql(f"DROP VIEW IF EXISTS {out['view']}")
+                tableviews.drop(spark, out["view"])
             continue
         sink = BatchSink(out["name"], out["path"], out["format"], None, out["options"])
         sink.schema = StructType.fromJson(json.loads(out["schema"]))

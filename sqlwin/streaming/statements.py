@@ -458,7 +458,7 @@ def drop_table(spark: Any, name: str, purge: bool, text: str = "") -> str:
         raise at_name(text, name, f"DROP STREAMING TABLE {name}: no such streaming table (neither running in this "
                                   f"server or process nor in the catalog's database {database})")
     for view in dict.fromkeys(views):
-        spark.sql(f"DROP VIEW IF EXISTS {view}")
+        tableviews.drop(spark, view)
     if purge:
         for folder in dict.fromkeys(f for f in folders if f):
             storage.delete(folder)

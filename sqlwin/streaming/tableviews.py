@@ -171,8 +171,9 @@ def entries_of(spark: Any, database: str, table: str) -> list[tuple[str, Entry]]
     return out
 
 
-def drop(spark: Any, database: str, name: str) -> None:
-    spark.sql(f"DROP VIEW IF EXISTS {qualified(database, name)}")
+def drop(spark: Any, view: str) -> None:
+    """Drop the view ``view`` (a qualified name), if it is there."""
+    spark.sql(f"DROP VIEW IF EXISTS {view}")
 
 
 def _ident(name: str) -> str:
