@@ -657,6 +657,9 @@ ERRORS = [
     ("SELECT (1", 1, 10, "expected ')'"),
     ("SELECT a\nFROM t WHERE b = 'x", 2, 18, "unterminated literal or comment: missing the closing '"),
     ("SELECT a FROM t GROUP BY a EMITT FINAL", 1, 28, "unexpected 'EMITT'"),
+    # a string literal over two lines, found by tests/test_streaming_errors.py's mutations: one line, shortened
+    ("SELECT window_start ' , window_end , SUM ( k ) AS e0\n' FROM t", 1, 21,
+     "unexpected string ' , window_end , SUM ( k ) AS e0...'"),
     ("SELECT a FROM t\nWHERE", 2, 6, "expected a condition after WHERE"),
     ("SELECT 1 +", 1, 11, "expected an expression"),
     ("SELECT 1 /* open\n comment", 1, 10, "unterminated comment: missing the closing */"),
@@ -671,7 +674,7 @@ def test_errors_have_position_and_expectation(sql: str, line: int, col: int, mes
     assert (err.line, err.col) == (line, col), str(err)
     assert err.message.startswith(message), err.message
     assert str(err).startswith(f"line {line}, col {col}: {message}")
-    assert "\x1b" not in str(err) and "Traceback" not in str(err)
+    assert "\x1b" not in str(err) and "Traceback" not in str(err) and "\n" not in err.message
 
 
 def test_error_names_what_was_found() -> None:

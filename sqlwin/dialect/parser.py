@@ -57,8 +57,14 @@ def _describe(token: Token | None) -> str:
     if not token:
         return "end of statement"
     if token.token_type == TokenType.STRING:
-        return f"string '{token.text}'"
-    return f"'{token.text}'"
+        return f"string '{_one_line(token.text)}'"
+    return f"'{_one_line(token.text)}'"
+
+
+def _one_line(text: str, width: int = 60) -> str:
+    """A token's text as an error message shows it: one line (a string literal may span several), not too long."""
+    first = (text.splitlines() or [""])[0]
+    return first if first == text and len(text) <= width else f"{first[:width]}..."
 
 
 _REQUIRED_RE = re.compile(r"Required keyword: '(\w+)' missing for <class '[\w.]*?(\w+)'>")
