@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sqlwin.core.columnar import ColumnarPanes, ComparisonTrigger
+from sqlwin.core.columnar import ColumnarPanes, ComparisonTrigger, EachStep
 from sqlwin.core.panes import MAX_TIME, MIN_TIME, PaneDriver
 from sqlwin.plan import triggers as plan
 from sqlwin.streaming.engines import WindowStates
@@ -58,6 +58,15 @@ TRIGGERS = {
     "every_3_units_until_3": plan.EmitSpec(plan.OrFinally(plan.Repeatedly(plan.AfterProcessingTime(3)),
                                                           plan.AfterCount(3))),
     "count_4_once_until_2": plan.EmitSpec(plan.OrFinally(plan.AfterCount(4), plan.AfterCount(2))),
+    # AFTER EACH: its steps in order, each seeing only the rows after the previous one fired
+    "each_2_then_3": plan.EmitSpec(plan.AfterEach((plan.AfterCount(2), plan.AfterCount(3)))),
+    "each_delay_then_every_2": plan.EmitSpec(plan.AfterEach((plan.AfterProcessingTime(2),
+                                                             plan.Repeatedly(plan.AfterCount(2))))),
+    "each_repeated": plan.EmitSpec(plan.Repeatedly(plan.AfterEach((
+        plan.AfterCount(1), plan.AfterAny((plan.AfterCount(3), plan.AfterProcessingTime(2))))))),
+    "each_all_then_aligned_until_6": plan.EmitSpec(plan.OrFinally(plan.AfterEach((
+        plan.AfterAll((plan.AfterCount(2), plan.AfterProcessingTime(1))), plan.AfterProcessingTime(1, 4, 1),
+        plan.AfterCount(2))), plan.AfterCount(6))),
     "every_2_rows": plan.EmitSpec(plan.Repeatedly(plan.AfterCount(2))),
     "count_3_once": plan.EmitSpec(plan.AfterCount(3)),
     "every_3_units": plan.EmitSpec(plan.Repeatedly(plan.AfterProcessingTime(3))),
@@ -226,7 +235,15 @@ def test_the_family() -> None:
     assert ComparisonTrigger.of(plan.EmitSpec(every_2_until_5)) == ComparisonTrigger(False, 2, until=5)
     assert ComparisonTrigger.of(plan.EmitSpec(plan.OrFinally(every, plan.AfterCount(1)))) == \
         ComparisonTrigger(False, early_after=every, repeats=False, until=1)
-    for other in (plan.Repeatedly(plan.Repeatedly(every)), plan.AfterEach((every, plan.AfterCount(2))),
+    # AFTER EACH of such triggers: a step each, REPEATEDLY around it starts it over
+    each = plan.AfterEach((every, plan.Repeatedly(plan.AfterAll((plan.AfterCount(2), every)))))
+    steps = (EachStep(None, every, False, False), EachStep(2, every, True, True))
+    assert ComparisonTrigger.of(plan.EmitSpec(each)) == ComparisonTrigger(False, repeats=False, each=steps)
+    assert ComparisonTrigger.of(plan.EmitSpec(plan.OrFinally(plan.Repeatedly(each), plan.AfterCount(4)))) == \
+        ComparisonTrigger(False, each=steps, until=4)
+    for other in (plan.Repeatedly(plan.Repeatedly(every)), plan.AfterEach((every, plan.AfterWatermark())),
+                  plan.AfterEach((every, plan.Repeatedly(plan.Repeatedly(every)))), plan.AfterEach(()),
+                  plan.AfterEach((plan.AfterEach((every,)),)), plan.AfterWatermark(early=plan.AfterEach((every,))),
                   plan.OrFinally(plan.Repeatedly(plan.AfterCount(2)), every),
                   plan.OrFinally(plan.OrFinally(plan.Repeatedly(plan.AfterCount(2)), plan.AfterCount(5)),
                                  plan.AfterCount(3)),

@@ -42,7 +42,11 @@ TRIGGERS = [ComparisonTrigger(True), ComparisonTrigger(True, early=2), Compariso
                               late_after=plan.AfterProcessingTime(0, 4), late_all=True),
             ComparisonTrigger(False, 3, early_after=plan.AfterProcessingTime(2), early_all=True),
             # UNTIL AFTER COUNT m (its count in the late_count column)
-            ComparisonTrigger(False, 2, early_after=plan.AfterProcessingTime(3), until=5)]
+            ComparisonTrigger(False, 2, early_after=plan.AfterProcessingTime(3), until=5),
+            # AFTER EACH: the running step in the stage column
+            ComparisonTrigger.of(plan.EmitSpec(plan.AfterEach((
+                plan.AfterProcessingTime(2), plan.AfterCount(2), plan.Repeatedly(plan.AfterAny((
+                    plan.AfterCount(3), plan.AfterProcessingTime(1))))))))]
 WINDOWS = [(k, s, s + 10) for k in ("a", "b", "c") for s in (0, 10, 20)]
 
 
@@ -284,7 +288,19 @@ GLOBAL_EXPECTED = [
     (None, "a", 9, 3, 1, "LATE", True, 6), (None, "c", 4, 1, 0, "LATE", True, 6),
     (None, "d", None, 1, 0, "LATE", True, 6),
 ]
-CASES = {"processing_time": (PT_QUERY, PT_EXPECTED), "every_2_rows": (WINDOWED + "EVERY 2 ROWS", EVERY_EXPECTED),
+# the same rows, AFTER EACH of a delay and a count (Beam's AfterEach.inOrder): a window fires once 5 s after its
+# first row, then at its next row, and closes; the second step counts only rows after the first fired
+EACH_EXPECTED = [
+    (0, "a", 4, 2, 0, "EARLY", False, 2), (0, "b", 2, 1, 0, "EARLY", False, 2),  # at 6: the timers set at 0 (5)
+    (0, "a", 9, 3, 1, "LATE", True, 3),  # a@5: the count's row; the trigger finished (a tombstone until 30)
+    (10, "c", 4, 1, 0, "EARLY", False, 4),  # at 12: c's timer (11); b[10, 20)'s (17) never comes
+    # W -> 97: b[10, 20) expires with its row pending (b[0, 10) and c have nothing new since they fired)
+    (10, "b", 6, 1, 0, "LATE", True, 6),
+    (90, "d", None, 1, 0, "LATE", True, 7),  # at the end of input
+]
+CASES = {"processing_time": (PT_QUERY, PT_EXPECTED),
+         "each": (WINDOWED + "AFTER EACH (AFTER PROCESSING TIME DELAY INTERVAL 5 SECONDS, AFTER COUNT 1)",
+                  EACH_EXPECTED), "every_2_rows": (WINDOWED + "EVERY 2 ROWS", EVERY_EXPECTED),
          "any_and_all": (ANY_ALL_QUERY, ANY_ALL_EXPECTED),
          "until_watermark": (WINDOWED + "EVERY 2 ROWS UNTIL AFTER WATERMARK", UNTIL_EXPECTED),
          "global_every_2_rows": (GLOBAL_QUERY, GLOBAL_EXPECTED)}
@@ -302,7 +318,7 @@ def _pane(r: Any, base: dt.datetime) -> tuple:
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_processing_time_and_count_firings_are_the_same_in_every_pane_engine(spark, monkeypatch, tmp_path, case):
     """``AFTER WATERMARK EARLY EVERY interval LATE AFTER PROCESSING TIME DELAY d``, ``EVERY n ROWS`` alone,
-    AFTER ANY/ALL of a count and a delay, ``... UNTIL AFTER WATERMARK`` and the global window are in the
+    AFTER ANY/ALL of a count and a delay, ``... UNTIL AFTER WATERMARK``, AFTER EACH and the global window are in the
     columnar family: replayed on their PROCESSING TIME BY clock, the per-window ``PaneDriver`` (the reference),
     the driver's columnar engine, the columnar engine with its windows in Spark and the planned replay give the
     hand-worked panes above, micro-batch numbers included, and drop the same rows."""

@@ -6,7 +6,8 @@ generic ``WindowOperator`` with a trigger object per window; this is sqlwin's co
 (``AFTER PROCESSING TIME DELAY d [ALIGNED TO p]``, ``EVERY interval``: Beam's most common early firings), the
 default trigger among them, such a ``t`` alone (``EVERY n ROWS``, ``EVERY interval``, ``AFTER COUNT n``),
 ``AFTER ANY`` or ``AFTER ALL`` of a count and a delay in either place, ``REPEATEDLY t UNTIL AFTER WATERMARK``
-(which is ``AFTER WATERMARK EARLY t``), such a ``t`` alone ``UNTIL AFTER COUNT m``, ``EMIT FINAL`` and ``NEVER``,
+(which is ``AFTER WATERMARK EARLY t``), ``AFTER EACH`` of such ``t`` (repeated or once: a stage number says
+which runs), any of those alone ``UNTIL AFTER COUNT m``, ``EMIT FINAL`` and ``NEVER``,
 a window's state is a handful of numbers (counts since the last early or late firing or since it opened, the
 processing time an early or late firing is due, whether the end-of-window firing happened, the next pane index,
 ...), and every transition ``PaneDriver.process`` makes for one micro-batch is a comparison of those numbers
@@ -17,8 +18,8 @@ state is a table, saved as one parquet file.
 The rules are ``PaneDriver``'s, written as array expressions (each step below names the method it
 mirrors); ``tests/test_columnar_panes.py`` checks, on generated histories, that both give the same panes
 window by window. The windows may be TUMBLE, HOP, CUMULATE or a key's global window (which ends at the end of
-input only). Any other trigger (AFTER EACH, other UNTILs and composites), sessions, count windows and evictors
-run on ``PaneDriver``.
+input only). Any other trigger (other UNTILs and composites, AFTER EACH of anything else), sessions, count windows
+and evictors run on ``PaneDriver``.
 
 A pane's input is given as a range of micro-batches ``[lo, batch]`` (``lo`` < 0: none): the window's rows
 stored by those micro-batches (ACCUMULATING: since its first row; DISCARDING: since its previous pane).
@@ -54,9 +55,11 @@ STATE = {
     "on_time_rows": np.bool_,  # a row arrived while watermark < end
     "lo": np.int64,  # the first micro-batch the next pane reads (-1: none)
     "last": np.int64,  # the last micro-batch that brought rows (-1: none)
+    "stage": np.int64,  # AFTER EACH: the step that runs (the others have finished, or wait their turn)
 }
-# what a NULL of a column stands for (a state column written before the column existed: an earlier version's)
-UNSET = {"early_at": MAX_TIME, "late_at": MAX_TIME}
+# what a NULL of a column stands for (a state column written before the column existed: an earlier version's),
+# and what a closed window's is
+UNSET = {"early_at": MAX_TIME, "late_at": MAX_TIME, "stage": 0}
 # an ``early_at``/``late_at`` whose time came without the sub-trigger firing (AFTER ALL waits for its count):
 # satisfied, but no timer any more (``AfterProcessingTimeMachine.on_time_passed``)
 GONE_OFF = MIN_TIME
@@ -83,6 +86,10 @@ class ComparisonTrigger:
     late_all: bool = False
     # ``t UNTIL AFTER COUNT m`` with ``t`` alone: the window fires a last time and closes at its m-th row
     until: int | None = None
+    # AFTER EACH (t1, t2, ...) (Beam's ``AfterEach.inOrder``), each ``t`` a count, a delay or AFTER ANY/ALL of
+    # both: its steps, run one after the other (``stage``; then ``early``/``early_after`` are unset)
+    # and, with ``repeats`` (REPEATEDLY around it), from the first again after the last
+    each: tuple[EachStep, ...] = ()
 
     @classmethod
     def of(cls, emit: plan.EmitSpec) -> ComparisonTrigger | None:
@@ -103,6 +110,13 @@ class ComparisonTrigger:
             if main is None or not main.alone or main.until is not None:
                 return None
             return replace(main, until=trigger.until.n)
+        if isinstance(trigger, plan.AfterEach) or (isinstance(trigger, plan.Repeatedly) and
+                                                   isinstance(trigger.trigger, plan.AfterEach)):
+            each = trigger.trigger if isinstance(trigger, plan.Repeatedly) else trigger
+            steps = [EachStep.of(t) for t in each.triggers]
+            if not steps or None in steps:
+                return None
+            return cls(False, repeats=isinstance(trigger, plan.Repeatedly), each=tuple(steps))
         if not isinstance(trigger, plan.AfterWatermark):
             alone = _sub(trigger)  # EVERY n ROWS, EVERY interval, AFTER COUNT n, AFTER PROCESSING TIME ...
             if alone is None or alone[:2] == (None, None):
@@ -118,12 +132,31 @@ class ComparisonTrigger:
     @property
     def alone(self) -> bool:
         """A count or processing-time trigger without AFTER WATERMARK (its firings are all of one kind)."""
-        return not self.watermark and (self.early is not None or self.early_after is not None)
+        return not self.watermark and (self.early is not None or self.early_after is not None or bool(self.each))
 
     @property
     def processing_time(self) -> bool:
         """Whether a window may fire on a processing-time timer (else its timer columns stay unset, unread)."""
-        return self.early_after is not None or self.late_after is not None
+        return self.early_after is not None or self.late_after is not None or \
+            any(s.after is not None for s in self.each)
+
+
+@dataclass(frozen=True)
+class EachStep:
+    """One step of AFTER EACH: a count (``n``), a processing-time delay (``after``) or AFTER ANY/ALL (``both``) of
+    the two; ``repeats`` (REPEATEDLY t) never finishes, so the steps after it never run."""
+
+    n: int | None
+    after: plan.AfterProcessingTime | None
+    both: bool
+    repeats: bool
+
+    @classmethod
+    def of(cls, trigger: plan.Trigger) -> EachStep | None:
+        sub = _sub(trigger)
+        if sub is None or sub[:2] == (None, None):
+            return None
+        return cls(*sub, repeats=isinstance(trigger, plan.Repeatedly))
 
 
 def _sub(trigger: plan.Trigger | None) -> tuple[int | None, plan.AfterProcessingTime | None, bool] | None:
@@ -227,7 +260,7 @@ def advance(trig: ComparisonTrigger, accumulating: bool, col: dict[str, np.ndarr
     col["lo"] = np.where(added & (col["lo"] < 0), batch, col["lo"])
     col["last"] = np.where(added, batch, col["last"])
     # on_element: rows feed the early trigger before the end-of-window firing, the late one after it
-    if trig.early is not None:  # (``late`` is never set without AFTER WATERMARK: every row feeds it)
+    if trig.early is not None or trig.each:  # (``late`` is never set without AFTER WATERMARK: every row feeds it)
         col["early_count"] += np.where(added & ~late, counts, 0)
     if trig.late is not None:
         col["late_count"] += np.where(added & late, counts, 0)
@@ -238,6 +271,10 @@ def advance(trig: ComparisonTrigger, accumulating: bool, col: dict[str, np.ndarr
     if trig.late_after is not None:
         col["late_at"] = np.where(added & late & (col["late_at"] == MAX_TIME), due_at(trig.late_after, pt),
                                   col["late_at"])
+    stage = col["stage"]
+    if trig.processing_time and trig.each:  # the running step's delay (none: MAX_TIME, never due)
+        due = np.array([MAX_TIME if s.after is None else due_at(s.after, pt) for s in trig.each])[stage]
+        col["early_at"] = np.where(added & (col["early_at"] == MAX_TIME), due, col["early_at"])
     # should_fire / on_fire
     reached = w >= end
     if trig.watermark:
@@ -251,7 +288,12 @@ def advance(trig: ComparisonTrigger, accumulating: bool, col: dict[str, np.ndarr
         fire_late, fire_early, fire_end = fire & late, fire & ~late & ~reached, fire & ~late & reached
         finished = fire_end if trig.late is None and trig.late_after is None else np.zeros(len(end), bool)
     elif trig.alone:  # the count or the processing-time trigger itself: every firing is its own
-        ready = _ready(col["early_count"], trig.early, col["early_at"], trig.early_after, trig.early_all, pt)
+        if trig.each:  # AfterEachMachine: the running step decides
+            ready = np.zeros(len(end), bool)
+            for i, s in enumerate(trig.each):
+                ready |= (stage == i) & _ready(col["early_count"], s.n, col["early_at"], s.after, s.both, pt)
+        else:
+            ready = _ready(col["early_count"], trig.early, col["early_at"], trig.early_after, trig.early_all, pt)
         until: np.ndarray | bool = False
         if trig.until is not None:  # OrFinallyMachine: UNTIL's count fires a last pane, and the window closes
             col["late_count"] += np.where(added, counts, 0)
@@ -259,7 +301,13 @@ def advance(trig: ComparisonTrigger, accumulating: bool, col: dict[str, np.ndarr
             ready = ready | until
         fire = processed & ~closed & (added | expiring | (pt >= col["early_at"])) & ready  # (a count sets no timer)
         fire_early, fire_late, fire_end = fire, np.zeros(len(end), bool), np.zeros(len(end), bool)
-        finished = fire & until if trig.repeats else fire
+        if trig.each:  # a step that fired and does not repeat is done: the next runs, after the last none
+            moves = fire & ~np.array([s.repeats for s in trig.each])[stage]
+            done = moves & (stage == len(trig.each) - 1) & (not trig.repeats)
+            col["stage"] = np.where(moves, (stage + 1) % len(trig.each), stage)
+            finished = fire & (until | done)
+        else:
+            finished = fire & until if trig.repeats else fire
     else:
         fire = fire_late = fire_early = fire_end = finished = np.zeros(len(end), bool)
     col["early_count"] = np.where(fire_early | fire_end, 0, col["early_count"])
