@@ -258,11 +258,12 @@ SESSION_QUERIES = {
 @pytest.mark.parametrize("name", sorted(SESSION_QUERIES))
 def test_planned_sessions_equal_stepped(spark, monkeypatch, name):
     """The same panes, late rows and steps (micro-batch numbers and watermarks: the planned replay's pass for
-    the watermarks alone is not one of its steps)."""
+    the watermarks alone is not one of its steps). The planned replay merges the sessions with ``PaneDriver``,
+    the stepped one (as a streaming table does) with the columnar engine (``sqlwin.core.sessionmerge``)."""
     _table(spark, ROWS, f"ps_{name}")
     with trace.recording() as runs:
         planned, planned_late, stepped, stepped_late = _both(spark, monkeypatch, f"ps_{name}",
-                                                             SESSION_QUERIES[name],
+                                                             SESSION_QUERIES[name], columnar=True,
                                                              planner=sessionreplay.PlannedSessionReplay)
     assert planned == stepped
     assert planned_late == stepped_late
@@ -299,7 +300,7 @@ def test_planned_sessions_equal_stepped_on_generated_tables(spark, monkeypatch, 
     rows = [(None if null_key and k == "c" else k, v, ts, mb, seq) for k, v, ts, mb, seq in rows]
     _table(spark, rows, "ps_gen")
     planned, planned_late, stepped, stepped_late = _both(spark, monkeypatch, "ps_gen", SESSION_QUERIES[name], delay,
-                                                         planner=sessionreplay.PlannedSessionReplay)
+                                                         columnar=True, planner=sessionreplay.PlannedSessionReplay)
     assert planned == stepped
     assert planned_late == stepped_late
 

@@ -419,10 +419,20 @@ def session_sql(source: str, target: str) -> str:
         ALLOWED LATENESS INTERVAL 10 SECONDS LATE ROWS TO {target}_late"""
 
 
-def test_session_windows_merge_and_match_replay(spark, env, tmp_path):
+@pytest.mark.parametrize("state", ["auto", "executors"])
+def test_session_windows_merge_and_match_replay(spark, env, tmp_path, state):
+    """The sessions' pane state is the columnar engine's table, in the driver whatever ``sqlwin.streaming.state``
+    says (``auto`` past its limit of one window, ``executors``): their merges run there."""
     s, feeder = env
-    table = start(spark, session_sql(s, "sess_out"))
-    feeder.feed(SESSION_BATCHES, table)
+    spark.conf.set("sqlwin.streaming.state", state)
+    spark.conf.set("sqlwin.streaming.state.driverWindows", "1")
+    try:
+        table = start(spark, session_sql(s, "sess_out"))
+        feeder.feed(SESSION_BATCHES, table)
+        assert type(table.operator.panes).__name__ == "SessionColumns"
+    finally:
+        spark.conf.unset("sqlwin.streaming.state")
+        spark.conf.unset("sqlwin.streaming.state.driverWindows")
     columns = ["window_start", "window_end", "k", "s", "c", "pane_index", "pane_timing", "is_final", "micro_batch"]
     streamed = rows_of(spark.table("sess_out"), columns)
     assert streamed == [

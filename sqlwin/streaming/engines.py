@@ -9,7 +9,8 @@ panes have one interface either way: ``FiredPaneList``, ``FiredPanes``):
 - ``WindowStates``: ``sqlwin.core.panes.PaneDriver`` per (key, window), the windows' state a dict that the
   assigners whose windows merge or are numbered edit (sessions; count windows, ``countwindows.CountWindowPanes``);
 - ``ColumnarEngine``: ``sqlwin.core.columnar.ColumnarPanes``, every window at once, for the triggers whose
-  every decision is a comparison, where a fused scan hands it the counts as a frame.
+  every decision is a comparison, where a fused scan hands it the counts as a frame (``SessionColumns``: that of
+  SESSION windows, which the session assigner merges on its table, ``sqlwin.core.sessionmerge``).
 
 The operator's assigner chooses its engine once, when the operator starts or restores (``pane_engine``).
 """
@@ -101,6 +102,7 @@ class ColumnarEngine(Durable):
     """``ColumnarPanes`` over a frame of counts; its windows are saved as a table with the commit."""
 
     changed = False
+    placeable = True  # ``keyedstate.Placement`` may move its windows to Spark (KeyedPanes steps them there)
 
     def __init__(self, panes: ColumnarPanes):
         self.panes = panes
@@ -156,3 +158,10 @@ class ColumnarEngine(Durable):
     def restore(self, commit: Commit) -> None:
         if commit.data.get("columnar"):
             self.panes.restore(commit.table("windows"))
+
+
+class SessionColumns(ColumnarEngine):
+    """The columnar engine of SESSION windows, which merge (``sqlwin.core.sessionmerge``) in the driver: the
+    executors' step (``KeyedPanes``) joins a window's state by its bounds, which a merge changes."""
+
+    placeable = False

@@ -362,7 +362,7 @@ class Placement:
         million new windows never passes through the driver's memory (``TimeWindowAssigner.scan``)."""
         from sqlwin.streaming.engines import ColumnarEngine
 
-        return self.mode == "auto" and isinstance(engine, ColumnarEngine) and (
+        return self.mode == "auto" and isinstance(engine, ColumnarEngine) and engine.placeable and (
             self.last_windows is None or len(engine) + 2 * self.last_windows > self.limit)
 
     def seen(self, windows: int) -> None:
@@ -374,14 +374,15 @@ class Placement:
         windows past ``limit``: they then move to Spark before its step, so the driver never holds them."""
         from sqlwin.streaming.engines import ColumnarEngine
 
-        return self.mode == "auto" and isinstance(engine, ColumnarEngine) and len(engine) + new_windows > self.limit
+        return self.mode == "auto" and isinstance(engine, ColumnarEngine) and engine.placeable and \
+            len(engine) + new_windows > self.limit
 
     def before_step(self, engine: Any, accepted: Any, batch: int) -> Any:
         """Before micro-batch ``batch``'s step: the engine for counts ``accepted``; where the scan handed them
         as ``KeyedCounts`` (``moves``), the driver's windows are written as the version before ``batch``."""
         from sqlwin.streaming.engines import ColumnarEngine
 
-        if not isinstance(accepted, KeyedCounts) or not isinstance(engine, ColumnarEngine):
+        if not isinstance(accepted, KeyedCounts) or not isinstance(engine, ColumnarEngine) or not engine.placeable:
             return engine
         panes = engine.panes
         if batch > 0 and len(panes):
@@ -394,7 +395,7 @@ class Placement:
 
         driver = self.mode == "driver" or (self.mode == "auto" and len(engine) <= self.limit)
         spark = self.mode == "executors" or (self.mode == "auto" and len(engine) > self.limit)
-        if isinstance(engine, ColumnarEngine) and spark:
+        if isinstance(engine, ColumnarEngine) and engine.placeable and spark:
             return KeyedPanes.from_table(self.spark, self.root, engine.panes, batch)
         if isinstance(engine, KeyedPanes) and driver and (self.mode == "driver" or len(engine) <= self.limit // 2):
             return ColumnarEngine(engine.to_table(ColumnarPanes(engine.trigger, engine.lateness, engine.accumulating)))

@@ -31,7 +31,7 @@ from sqlwin.streaming import trace
 from sqlwin.streaming.panequery import PaneQuery
 from sqlwin.streaming.plannedreplay import FiredLog, PlannedReplay, with_label
 from sqlwin.streaming.replaycut import BATCH, CLOCK, Cut, drive
-from sqlwin.streaming.sessions import SessionAssigner
+from sqlwin.streaming.sessions import SPAN_COLUMNS, SessionAssigner
 
 WATERMARK = "__sqlwin_wm"  # the watermark in force when a row's micro-batch arrives
 LATE = "__sqlwin_late"
@@ -92,9 +92,8 @@ class PlannedSessionReplay(PlannedReplay):
         spans = sessions.select("__key", "__ws", "__we", F.col("__n").cast("bigint").alias("__n"), BATCH) \
             .toArrow().to_pandas()
         spans["__key"] = spans["__key"].astype(object)
-        by_batch = {int(b): list(zip(g["__key"].tolist(), g["__ws"].tolist(), g["__we"].tolist(),
-                                     g["__n"].tolist(), strict=True))
-                    for b, g in spans.groupby(BATCH, sort=False)}
+        by_batch = {int(b): g[SPAN_COLUMNS] for b, g in spans.groupby(BATCH, sort=False)}
+        by_batch[-1] = spans[SPAN_COLUMNS].iloc[:0]  # (a micro-batch without sessions)
         self.stored = sessions.withColumn("__mb", F.col(BATCH)).withColumn("__present", F.lit(True)) \
             .select(*self.rows_schema.fieldNames())
         self.fired = FiredLog()
@@ -116,7 +115,7 @@ class PlannedSessionReplay(PlannedReplay):
         self.last_source_batch = -1
         self.current_processing_time = 0
         self.counters = dict.fromkeys(self.counters, 0)
-        assert not self.windows  # nothing was assigned: the pane engine holds no window
+        assert not len(self.panes)  # nothing was assigned: the pane engine holds no window
         return recorder.marks
 
     def _is_late(self) -> Any:
@@ -165,16 +164,13 @@ class PlannedSessions(SessionAssigner):
     """A table micro-batch's own sessions, from the one sessionizing, merged into the open ones as the stepped
     operator merges them; records the operator's number of each micro-batch (its late rows carry it)."""
 
-    def __init__(self, replay: PlannedSessionReplay, spans: dict[int, list[tuple[str, int, int, int]]]):
+    def __init__(self, replay: PlannedSessionReplay, spans: dict[int, Any]):
         super().__init__(replay)
         self.replay = replay
-        self.spans = spans  # per table micro-batch: its sessions (key, start, end, rows)
+        self.spans = spans  # per table micro-batch: its sessions (SPAN_COLUMNS; -1: none)
         self.numbers: dict[int, int] = {}
 
     def assign_rows(self, spark: Any, batch: int, watermark: int) -> dict:
         replay = self.replay
         self.numbers[replay.source_batch] = batch
-        accepted, closed, lost = self._merge(self.spans.get(replay.source_batch, []), watermark,
-                                             replay.current_processing_time)
-        assert not closed and not lost  # a trigger that never finishes closes no session (keeps_partials)
-        return accepted
+        return self.accept(self.spans.get(replay.source_batch, self.spans[-1]), watermark)

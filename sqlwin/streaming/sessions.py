@@ -19,6 +19,9 @@ Where every aggregate splits and the trigger never finishes (so no session close
 stored row is ever dropped again as ``window closed``), the state is one row of partial aggregates per
 micro-batch session instead (``keeps_partials``): sessions only grow and merge, so each micro-batch session
 lies whole inside one session, which holds exactly the micro-batch sessions of its key within its bounds.
+There, for the triggers of the columnar engine with ACCUMULATING panes (or panes only at expiry), the sessions'
+pane state is that engine's table (``sqlwin.core.sessionmerge``: the merges as grouped array operations), not a
+``PaneDriver`` state per session; it stays in the driver (``sqlwin.streaming.state`` moves time windows only).
 """
 
 from __future__ import annotations
@@ -28,11 +31,15 @@ from typing import Any
 
 from sqlglot import exp
 
-from sqlwin.core.panes import DROP_CLOSED, DROP_LATE, MIN_TIME
+from sqlwin.core.panes import DROP_CLOSED, DROP_LATE, MIN_TIME, PaneDriver
+from sqlwin.core.sessionmerge import merge_sessions, merges_sessions
 from sqlwin.plan import triggers as plan
 from sqlwin.streaming.assigner import Scanner, WindowAssigner
-from sqlwin.streaming.context import OperatorContext
+from sqlwin.streaming.context import OperatorContext, PaneEngine
+from sqlwin.streaming.engines import ColumnarEngine, SessionColumns, WindowStates
 from sqlwin.streaming.fusedscan import FusedScan
+
+SPAN_COLUMNS = ["__key", "__ws", "__we", "__n"]  # a micro-batch's own sessions: key, bounds, rows
 
 
 class SessionAssigner(WindowAssigner):
@@ -45,6 +52,17 @@ class SessionAssigner(WindowAssigner):
         (REPEATEDLY, NEVER, EMIT FINAL, AFTER WATERMARK with late firings; the default is one), since a session
         merged into a closed one drops the rows it held, which LATE ROWS TO lists one by one."""
         return never_finishes(self.op.driver.emit.trigger)
+
+    def pane_engine(self, driver: PaneDriver, columnar: bool, committed: dict | None) -> PaneEngine:
+        """The columnar engine (in the driver) where its merges hold (``sessionmerge.merges_sessions``) over
+        partial-aggregate state, unless PaneDriver saved the committed sessions (an earlier version): they go
+        on with it."""
+        if columnar and self.op.query.decomposition is not None and self.keeps_partials():
+            engine = SessionColumns.of(driver)
+            if engine is not None and merges_sessions(engine.panes.trigger, driver.accumulating) and \
+                    engine.continues(committed):
+                return engine
+        return WindowStates(driver)
 
     def scanner(self) -> Scanner | None:
         """``scan`` with partial-aggregate state over one stream."""
@@ -128,17 +146,28 @@ class SessionAssigner(WindowAssigner):
             if not count:
                 return 0, max_ts, {}
             groups = scan.groups
-            spans = list(zip(*(groups[c].to_pylist() for c in ("__key", "__ws", "__we", "__n")), strict=True))
-            accepted, closed, lost = self._merge(spans, watermark, op.current_processing_time)
-            assert not closed and not lost  # a trigger that never finishes closes no session (keeps_partials)
-            if spans:
-                scan.store(groups, F.lit(True), batch, len(spans))
+            accepted = self.accept(groups.select(SPAN_COLUMNS).to_pandas(), watermark)
+            if groups.num_rows:
+                scan.store(groups, F.lit(True), batch, groups.num_rows)
             late_count = int(scan.summary.get("__late") or 0)
             op.write_late([self._late_rows(arrived, late)] if late is not None and late_count else [], batch,
                           watermark, late_count)
             return count, max_ts, accepted
         finally:
             scan.release()
+
+    def accept(self, spans: Any, watermark: int) -> Any:
+        """The micro-batch's own sessions (a frame of ``SPAN_COLUMNS``) merged into the open ones: the new-row
+        counts per (merged) session, as the pane engine takes them. With partial-aggregate state
+        (``keeps_partials``) no session closes."""
+        panes = self.op.panes
+        if isinstance(panes, ColumnarEngine):
+            frame = spans.set_axis(["key", "start", "end", "n"], axis=1).astype({"key": object})
+            return merge_sessions(panes.panes, frame, watermark)
+        rows = list(zip(*(spans[c].tolist() for c in SPAN_COLUMNS), strict=True))
+        accepted, closed, lost = self._merge(rows, watermark, self.op.current_processing_time)
+        assert not closed and not lost  # a trigger that never finishes closes no session (keeps_partials)
+        return accepted
 
     def assign_rows(self, spark: Any, batch: int, watermark: int) -> dict:
         """Row state (or a trigger that may finish): sessions of the micro-batch, merged; rows of sessions

@@ -1,0 +1,132 @@
+"""Session windows on the columnar pane engine (``sqlwin.core.sessionmerge``) against ``PaneDriver``.
+
+The reference is the per-window path the streaming operator runs for sessions: ``SessionAssigner._merge``
+(clusters of overlapping or touching sessions, ``PaneDriver.merge`` with Beam's ``on_merge``) and
+``WindowStates`` (``PaneDriver.process`` per window). Both get the same micro-batch histories: rows of a few
+keys at generated times, late rows dropped before merging as the Spark side drops them, the micro-batch's own
+sessions, a watermark and a processing time that move; every micro-batch must fire the same panes (index,
+timing, is_final, and the micro-batches whose rows they read) and leave the same sessions open and due.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sqlwin.core.columnar import ColumnarPanes, ComparisonTrigger
+from sqlwin.core.panes import MAX_TIME, MIN_TIME, PaneDriver, cleanup_time
+from sqlwin.core.sessionmerge import merge_sessions, merges_sessions
+from sqlwin.plan import triggers as plan
+from sqlwin.streaming.engines import WindowStates
+from sqlwin.streaming.sessions import SessionAssigner, _clusters, never_finishes
+
+GAP = 3
+ACC, DIS = plan.AccumulationMode.ACCUMULATING, plan.AccumulationMode.DISCARDING
+TRIGGERS = {  # (trigger, modes): triggers that never finish
+    "default": (plan.EmitSpec(), [ACC]),
+    "final": (plan.EmitSpec(plan.EmitFinal()), [ACC, DIS]),
+    "never": (plan.EmitSpec(plan.Never()), [ACC, DIS]),
+    "early2_late1": (plan.EmitSpec(plan.AfterWatermark(early=plan.AfterCount(2), late=plan.AfterCount(1))), [ACC]),
+    "early_every_3_late_2": (plan.EmitSpec(plan.AfterWatermark(early=plan.Repeatedly(plan.AfterProcessingTime(3)),
+                                                               late=plan.AfterCount(2))), [ACC]),
+    "early_any_late_delay": (plan.EmitSpec(plan.AfterWatermark(
+        early=plan.AfterAny((plan.AfterCount(3), plan.AfterProcessingTime(2))),
+        late=plan.AfterAll((plan.AfterCount(2), plan.AfterProcessingTime(1, 4))))), [ACC]),
+    "every_2_rows": (plan.EmitSpec(plan.Repeatedly(plan.AfterCount(2))), [ACC]),
+    "every_3_units": (plan.EmitSpec(plan.Repeatedly(plan.AfterProcessingTime(3))), [ACC]),
+    "any_repeated": (plan.EmitSpec(plan.Repeatedly(plan.AfterAny((plan.AfterProcessingTime(2),
+                                                                   plan.AfterCount(3))))), [ACC]),
+}
+
+
+def micro_batch_sessions(rows: list[tuple[str, int]], watermark: int, lateness: int) -> list[tuple]:
+    """What Spark hands the assigner: the rows not late (their own span past its cleanup time: dropped before
+    merging), as the micro-batch's own sessions (key, start, end, rows)."""
+    spans = []
+    for key in sorted({k for k, _ in rows}):
+        kept = [(ts, ts + GAP, 1) for k, ts in rows if k == key and watermark < cleanup_time(ts + GAP, lateness)]
+        spans += [(key, s, e, sum(n for *_, n in members)) for s, e, members in _clusters(kept)]
+    return spans
+
+
+def run_both(emit: plan.EmitSpec, lateness: int, history: list) -> None:
+    trigger = ComparisonTrigger.of(emit)
+    accumulating = emit.mode is ACC
+    assert trigger is not None and never_finishes(emit.trigger) and merges_sessions(trigger, accumulating)
+    driver = PaneDriver(emit, lateness)
+    scalar = WindowStates(driver)
+    assigner = SimpleNamespace(op=SimpleNamespace(windows=scalar.windows, driver=driver))
+    columnar = ColumnarPanes(trigger, lateness, accumulating)
+    stored: list[tuple[str, int, int, int]] = []  # (key, start, end, micro-batch) of every stored session
+    watermark, now = MIN_TIME, 0
+    for batch, (advance, rows, clock) in enumerate(history):
+        now += clock
+        spans = micro_batch_sessions(rows, watermark, lateness)
+        stored += [(k, s, e, batch) for k, s, e, _ in spans]
+        accepted, closed, lost = SessionAssigner._merge(assigner, spans, watermark, now)
+        assert not closed and not lost
+        fired, expired = scalar.drive(accepted, batch, watermark, now, batch)
+        expected = {(*w, p.index, p.timing.value, p.is_final, frozenset(p.rows)) for w, p in fired}
+        counts = merge_sessions(columnar, pd.DataFrame(spans, columns=["key", "start", "end", "n"]), watermark)
+        # (an open session of a key with new rows elsewhere is in ``accepted`` with 0 rows: it changes nothing)
+        assert dict(zip(zip(counts["key"], counts["start"], counts["end"], strict=True), counts["n"], strict=True)) == \
+            {w: n for w, n in accepted.items() if n}
+        panes, gone = columnar.step(counts, batch, watermark, now)
+        got = set()
+        for r in panes.frame.itertuples(index=False):  # the pane reads its key's sessions within its bounds
+            read = frozenset(b for k, s, e, b in stored if k == r.key and r.start <= s and e <= r.end
+                             and 0 <= r.lo <= b <= batch)
+            got.add((r.key, r.start, r.end, r.pane_index, r.pane_timing, bool(r.is_final), read))
+        assert got == expected, f"micro-batch {batch} at watermark {watermark}, processing time {now}"
+        assert gone == expired
+        assert sorted(columnar.table.index) == sorted(scalar.windows)
+        for later in (0, 1, 3):
+            assert columnar.any_due(watermark, now + later) == scalar.any_due(watermark, now + later)
+        proc, events = scalar.timers(now)
+        assert columnar.earliest_timer() == min(events, default=None)
+        assert columnar.earliest_processing_timer(now) == min(proc, default=None)
+        watermark = MAX_TIME if advance is None else (advance if watermark == MIN_TIME else watermark + advance)
+
+
+KEYS = st.sampled_from(["a", "b"])
+history = st.lists(st.tuples(st.one_of(st.integers(0, 6), st.none()),
+                             st.lists(st.tuples(KEYS, st.integers(0, 30)), max_size=5),
+                             st.integers(0, 4)), min_size=1, max_size=10)
+CASES = [(name, mode) for name, (_, modes) in TRIGGERS.items() for mode in modes]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=st.sampled_from(CASES), lateness=st.sampled_from([0, 4, 10]), history=history)
+def test_merging_sessions_equals_pane_driver(case: tuple, lateness: int, history: list) -> None:
+    name, mode = case
+    run_both(plan.EmitSpec(TRIGGERS[name][0].trigger, mode), lateness, history)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{n}-{m.value}" for n, m in CASES])
+def test_hand_made_history(case: tuple) -> None:
+    """Sessions that grow, bridge two open ones (one past its end-of-window firing), keep their bounds, and
+    merge after the watermark passed one of them."""
+    name, mode = case
+    run_both(plan.EmitSpec(TRIGGERS[name][0].trigger, mode), 4, [
+        (0, [("a", 1), ("a", 2), ("b", 5)], 1),  # a [1, 5), b [5, 8)
+        (6, [("a", 9), ("b", 6)], 2),  # a [9, 12) opens beside [1, 5); b [6, 9) grows b to [5, 9)
+        (3, [("a", 6)], 1),  # W 6: a [6, 9) bridges [1, 5) (past its end) and [9, 12): a [1, 12)
+        (4, [("a", 12), ("b", 20)], 3),  # W 9: a grows to [1, 15) by touching; b [20, 23) apart
+        (None, [("b", 9)], 1),  # W 13: b [9, 12) touches [5, 9) (past its end)
+        (None, [], 1)])
+
+
+def test_which_triggers() -> None:
+    """Triggers that finish, AFTER EACH and DISCARDING panes before the expiry stay on PaneDriver."""
+    def of(trigger: plan.Trigger, mode: plan.AccumulationMode = ACC) -> bool:
+        found = ComparisonTrigger.of(plan.EmitSpec(trigger, mode))
+        return found is not None and merges_sessions(found, mode is ACC)
+
+    assert of(plan.AfterWatermark(late=plan.AfterCount(1))) and of(plan.EmitFinal(), DIS)
+    assert not of(plan.AfterWatermark(late=plan.AfterCount(1)), DIS)
+    assert not of(plan.Repeatedly(plan.AfterEach((plan.AfterCount(1), plan.AfterCount(2)))))
+    assert not of(plan.OrFinally(plan.Repeatedly(plan.AfterCount(2)), plan.AfterCount(5)))
