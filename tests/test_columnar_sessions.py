@@ -130,3 +130,74 @@ def test_which_triggers() -> None:
     assert not of(plan.AfterWatermark(late=plan.AfterCount(1)), DIS)
     assert not of(plan.Repeatedly(plan.AfterEach((plan.AfterCount(1), plan.AfterCount(2)))))
     assert not of(plan.OrFinally(plan.Repeatedly(plan.AfterCount(2)), plan.AfterCount(5)))
+
+
+def _executor_step(state: pd.DataFrame, spans: list, trigger: ComparisonTrigger, lateness: int,
+                   accumulating: bool, batch: int, watermark: int, now: int, cut: int) -> tuple:
+    """What Spark does around ``step_sessions``: the open sessions (``state``) and the micro-batch's own side by
+    side, shuffled by key into two partitions, each sorted by (key, start, end) and handed over in Arrow batches
+    of ``cut`` rows; returns (sessions, panes, windows processed, expired)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from sqlwin.core.columnar import STATE
+    from sqlwin.streaming.keyedsessions import step_sessions
+    from sqlwin.streaming.keyedstate import PANE, TALLY, WINDOW, out_schema
+
+    nullable = {c: "Int64" if t is np.int64 else "boolean" for c, t in STATE.items()}  # NULL: not a session's
+    rows = state.astype(nullable).assign(has_state=True, n=pd.array([None] * len(state), "Int64"))
+    new = pd.DataFrame(spans, columns=["key", "start", "end", "n"]).assign(has_state=False).astype({"n": "Int64"})
+    both = pd.concat([rows, new], ignore_index=True).astype(nullable) if len(new) else rows
+    types = {np.int64: pa.int64(), np.bool_: pa.bool_()}
+    schema = pa.schema([("key", pa.string()), ("start", pa.int64()), ("end", pa.int64()),
+                        *[(c, types[t]) for c, t in STATE.items()], ("has_state", pa.bool_()), ("n", pa.int64())])
+    out = []
+    for part in ("a", "b"):  # one key per partition, and an empty one when a key has no row
+        rows = both[both["key"] == part].sort_values(["key", "start", "end"])
+        table = pa.Table.from_pandas(rows[schema.names], schema=schema, preserve_index=False)
+        out += list(step_sessions(trigger, lateness, accumulating, batch, watermark, now,
+                                  iter(table.to_batches(max_chunksize=cut))))
+    frame = pa.Table.from_batches(out, out_schema()) if out else out_schema().empty_table()
+    kind = frame["kind"].to_pylist()
+    windows = frame.filter(pa.array([k == WINDOW for k in kind])).select(["key", "start", "end", *STATE])
+    panes = frame.filter(pa.array([k == PANE for k in kind])).to_pandas()
+    tally = frame.filter(pa.array([k == TALLY for k in kind])).to_pandas()
+    return (windows.to_pandas().astype(dict(STATE)), {(r.key, r.start, r.end, r.pane_index, r.pane_timing, r.is_final,
+                                                       r.pane_lo) for r in panes.itertuples()},
+            int(tally["processed"].sum()), int(tally["expired"].sum()))
+
+
+# rows closer together: most micro-batches' sessions merge with open ones, across Arrow batches
+dense = st.lists(st.tuples(st.one_of(st.integers(0, 4), st.none()),
+                           st.lists(st.tuples(KEYS, st.integers(0, 14)), min_size=1, max_size=5),
+                           st.integers(0, 3)), min_size=2, max_size=8)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=st.sampled_from(CASES), lateness=st.sampled_from([0, 4, 10]), cut=st.integers(1, 4), history=dense)
+def test_executor_step_equals_the_driver_engine(case: tuple, lateness: int, cut: int, history: list) -> None:
+    """``keyedsessions.step_sessions`` (Spark's executors, a key's rows cut across Arrow batches anywhere) steps
+    the sessions as the driver's engine does: the same sessions, panes and counts."""
+    from sqlwin.core.columnar import KEY, STATE
+
+    name, mode = case
+    emit = plan.EmitSpec(TRIGGERS[name][0].trigger, mode)
+    trigger = ComparisonTrigger.of(emit)
+    driver = ColumnarPanes(trigger, lateness, mode is ACC)
+    state = driver.table.reset_index()
+    watermark, now = MIN_TIME, 0
+    for batch, (advance, rows, clock) in enumerate(history):
+        now += clock
+        spans = micro_batch_sessions(rows, watermark, lateness)
+        counts = merge_sessions(driver, pd.DataFrame(spans, columns=["key", "start", "end", "n"]), watermark)
+        fired, expired = driver.step(counts, batch, watermark, now)
+        if spans or driver.processed or expired:
+            state, panes, processed, gone = _executor_step(state, spans, trigger, lateness, mode is ACC, batch,
+                                                           watermark, now, cut)
+            assert (processed, gone) == (driver.processed, expired)
+            assert panes == {(r.key, r.start, r.end, r.pane_index, r.pane_timing, r.is_final, r.lo)
+                             for r in fired.frame.itertuples()}
+        expected = driver.table.reset_index().sort_values(KEY).reset_index(drop=True)
+        got = state.sort_values(KEY).reset_index(drop=True)
+        pd.testing.assert_frame_equal(got[[*KEY, *STATE]], expected[[*KEY, *STATE]], check_dtype=False)
+        watermark = MAX_TIME if advance is None else (advance if watermark == MIN_TIME else watermark + advance)

@@ -421,15 +421,23 @@ def session_sql(source: str, target: str) -> str:
 
 @pytest.mark.parametrize("state", ["auto", "executors"])
 def test_session_windows_merge_and_match_replay(spark, env, tmp_path, state):
-    """The sessions' pane state is the columnar engine's table, in the driver whatever ``sqlwin.streaming.state``
-    says (``auto`` past its limit of one window, ``executors``): their merges run there."""
+    """The sessions' pane state is the columnar engine's table: in the driver with ``auto`` (also past its limit
+    of one window: sessions merge where they are), in Spark with ``executors`` (merged on the executors); the
+    table stopped and started again after the third micro-batch goes on from its commit, where it was."""
     s, feeder = env
     spark.conf.set("sqlwin.streaming.state", state)
     spark.conf.set("sqlwin.streaming.state.driverWindows", "1")
+    engine = {"auto": "SessionColumns", "executors": "KeyedSessions"}[state]
     try:
         table = start(spark, session_sql(s, "sess_out"))
-        feeder.feed(SESSION_BATCHES, table)
-        assert type(table.operator.panes).__name__ == "SessionColumns"
+        feeder.feed(SESSION_BATCHES[:3], table)
+        assert type(table.operator.panes).__name__ == engine
+        table.stop()
+        catalog.remove_table("sess_out")
+        spark.conf.set("sqlwin.streaming.state", {"auto": "executors", "executors": "driver"}[state])
+        table = start(spark, session_sql(s, "sess_out"))  # (a commit resumes with the engine that wrote it)
+        feeder.feed(SESSION_BATCHES[3:], table)
+        assert type(table.operator.panes).__name__ == engine
     finally:
         spark.conf.unset("sqlwin.streaming.state")
         spark.conf.unset("sqlwin.streaming.state.driverWindows")

@@ -395,6 +395,7 @@ class ColumnarPanes:
         self.lateness = lateness
         self.accumulating = accumulating
         self.table = self._empty()
+        self.processed = 0  # the windows the last step processed (new rows or a due timer)
 
     @staticmethod
     def _empty() -> pd.DataFrame:
@@ -411,6 +412,7 @@ class ColumnarPanes:
         how many windows expired (their state is gone)."""
         self._open(new)
         t = self.table
+        self.processed = 0
         if not len(t):
             return self._panes(t, np.zeros(0, bool), [], [], []), 0
         counts = new.set_index(KEY)["n"].reindex(t.index, fill_value=0).to_numpy(np.int64) if len(new) else \
@@ -422,6 +424,7 @@ class ColumnarPanes:
         for name, values in col.items():
             t[name] = values
         self.table = t[~step.expiring]
+        self.processed = int(step.processed.sum())
         return fired, int(step.expiring.sum())
 
     def _open(self, new: pd.DataFrame) -> None:

@@ -156,6 +156,7 @@ class KeyedPanes(Durable):
     committed version's number and its global numbers only."""
 
     EMPTY = {"windows": 0, "closed": 0, "min_timer": None, "earliest": None, "min_lo": None, "min_ptimer": None}
+    placeable = True  # ``Placement`` may move its windows back to the driver (``ColumnarEngine``)
 
     def __init__(self, spark: Any, root: str, trigger: ComparisonTrigger, lateness: int, accumulating: bool):
         self.spark = spark
@@ -205,20 +206,7 @@ class KeyedPanes(Durable):
         self.changed = False
         if not accepted.windows and not due:
             return KeyedFired(self.path(batch), 0, None), 0
-        windows = self._windows()
-        if accepted.windows:
-            counts = self.spark.read.schema(COUNTS_DDL).parquet(accepted.path).select(
-                F.col("__key").alias("key"), F.col("__ws").alias("start"), F.col("__we").alias("end"),
-                F.col("__n").cast("bigint").alias("n"))
-            windows = windows.join(counts, KEY, "full_outer")
-        else:
-            windows = windows.withColumn("n", F.lit(0).cast("bigint"))
-        trigger, lateness, accumulating = self.trigger, self.lateness, self.accumulating
-
-        def step(batches: Iterator[Any]) -> Iterator[Any]:
-            return step_windows(trigger, lateness, accumulating, batch, watermark, processing_time, batches)
-
-        out = windows.mapInArrow(step, OUT_DDL)
+        out = self._stepped(self._counts(accepted), batch, watermark, processing_time)
         observation = Observation()
         kind = F.col("kind")
         is_window = kind == WINDOW
@@ -242,6 +230,31 @@ class KeyedPanes(Durable):
         fired = KeyedFired(storage.join(target, f"kind={PANE}"), int(got["fired"]),
                            int(got["pane_lo"]) if got["pane_lo"] is not None else None)
         return fired, int(got["expired"] or 0)
+
+    def _counts(self, accepted: KeyedCounts) -> Any:
+        """The micro-batch's new-row counts (key, start, end, n), or None."""
+        from pyspark.sql import functions as F
+
+        if not accepted.windows:
+            return None
+        return self.spark.read.schema(COUNTS_DDL).parquet(accepted.path).select(
+            F.col("__key").alias("key"), F.col("__ws").alias("start"), F.col("__we").alias("end"),
+            F.col("__n").cast("bigint").alias("n"))
+
+    def _stepped(self, counts: Any, batch: int, watermark: int, processing_time: int) -> Any:
+        """The step's output (``OUT_DDL``): the windows in force joined with ``counts`` on (key, window), each
+        partition stepped by ``step_windows``."""
+        from pyspark.sql import functions as F
+
+        windows = self._windows()
+        windows = windows.join(counts, KEY, "full_outer") if counts is not None else \
+            windows.withColumn("n", F.lit(0).cast("bigint"))
+        trigger, lateness, accumulating = self.trigger, self.lateness, self.accumulating
+
+        def step(batches: Iterator[Any]) -> Iterator[Any]:
+            return step_windows(trigger, lateness, accumulating, batch, watermark, processing_time, batches)
+
+        return windows.mapInArrow(step, OUT_DDL)
 
     def any_due(self, watermark: int, processing_time: int) -> bool:
         timer, ptimer = self.stats["min_timer"], self.stats["min_ptimer"]
@@ -346,13 +359,15 @@ class Placement:
         mode = str(spark.conf.get("sqlwin.streaming.state", "auto")).lower()
         return cls(spark, root, mode, int(spark.conf.get("sqlwin.streaming.state.driverWindows", "250000")))
 
-    def initial(self, engine: Any, committed: dict | None) -> Any:
-        """The engine to start or resume with: ``engine`` (the driver's columnar one) or ``KeyedPanes``. A
-        commit resumes with the engine that wrote it, whatever the mode now (then ``place`` moves it)."""
-        keyed = committed is not None and "keyed" in committed
-        if keyed or (self.mode == "executors" and KeyedPanes.continues(committed)):
+    def initial(self, engine: Any, committed: dict | None, keyed: type[KeyedPanes] | None = None) -> Any:
+        """The engine to start or resume with: ``engine`` (the driver's columnar one) or ``keyed`` (in Spark:
+        ``KeyedPanes``, or its subclass for windows that merge). A commit resumes with the engine that wrote
+        it, whatever the mode now (then ``place`` moves it, if it may)."""
+        keyed = keyed or KeyedPanes
+        if (committed is not None and "keyed" in committed) or (self.mode == "executors" and
+                                                                  keyed.continues(committed)):
             panes = engine.panes
-            return KeyedPanes(self.spark, self.root, panes.trigger, panes.lateness, panes.accumulating)
+            return keyed(self.spark, self.root, panes.trigger, panes.lateness, panes.accumulating)
         return engine
 
     def unsure(self, engine: Any) -> bool:
@@ -397,6 +412,7 @@ class Placement:
         spark = self.mode == "executors" or (self.mode == "auto" and len(engine) > self.limit)
         if isinstance(engine, ColumnarEngine) and engine.placeable and spark:
             return KeyedPanes.from_table(self.spark, self.root, engine.panes, batch)
-        if isinstance(engine, KeyedPanes) and driver and (self.mode == "driver" or len(engine) <= self.limit // 2):
+        if isinstance(engine, KeyedPanes) and engine.placeable and driver and \
+                (self.mode == "driver" or len(engine) <= self.limit // 2):
             return ColumnarEngine(engine.to_table(ColumnarPanes(engine.trigger, engine.lateness, engine.accumulating)))
         return engine

@@ -21,7 +21,8 @@ micro-batch session instead (``keeps_partials``): sessions only grow and merge, 
 lies whole inside one session, which holds exactly the micro-batch sessions of its key within its bounds.
 There, for the triggers of the columnar engine with ACCUMULATING panes (or panes only at expiry), the sessions'
 pane state is that engine's table (``sqlwin.core.sessionmerge``: the merges as grouped array operations), not a
-``PaneDriver`` state per session; it stays in the driver (``sqlwin.streaming.state`` moves time windows only).
+``PaneDriver`` state per session: in the driver (``SessionColumns``), or in Spark with ``sqlwin.streaming.state``
+``executors`` (``keyedsessions``), where a table's sessions stay (``auto`` keeps them in the driver).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from sqlwin.streaming.assigner import Scanner, WindowAssigner
 from sqlwin.streaming.context import OperatorContext, PaneEngine
 from sqlwin.streaming.engines import ColumnarEngine, SessionColumns, WindowStates
 from sqlwin.streaming.fusedscan import FusedScan
+from sqlwin.streaming.keyedsessions import KeyedSessions
+from sqlwin.streaming.keyedstate import KeyedCounts
 
 SPAN_COLUMNS = ["__key", "__ws", "__we", "__n"]  # a micro-batch's own sessions: key, bounds, rows
 
@@ -60,8 +63,8 @@ class SessionAssigner(WindowAssigner):
         if columnar and self.op.query.decomposition is not None and self.keeps_partials():
             engine = SessionColumns.of(driver)
             if engine is not None and merges_sessions(engine.panes.trigger, driver.accumulating) and \
-                    engine.continues(committed):
-                return engine
+                    (engine.continues(committed) or KeyedSessions.continues(committed)):
+                return self.op.placement.initial(engine, committed, KeyedSessions)  # in Spark with ``executors``
         return WindowStates(driver)
 
     def scanner(self) -> Scanner | None:
@@ -146,9 +149,12 @@ class SessionAssigner(WindowAssigner):
             if not count:
                 return 0, max_ts, {}
             groups = scan.groups
-            accepted = self.accept(groups.select(SPAN_COLUMNS).to_pandas(), watermark)
             if groups.num_rows:
                 scan.store(groups, F.lit(True), batch, groups.num_rows)
+            if isinstance(op.panes, KeyedSessions):  # the executors merge them with the stored partial rows
+                accepted = KeyedCounts(op.store.rows_path(batch) if groups.num_rows else None, groups.num_rows)
+            else:
+                accepted = self.accept(groups.select(SPAN_COLUMNS).to_pandas(), watermark)
             late_count = int(scan.summary.get("__late") or 0)
             op.write_late([self._late_rows(arrived, late)] if late is not None and late_count else [], batch,
                           watermark, late_count)
