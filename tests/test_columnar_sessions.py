@@ -53,7 +53,8 @@ def micro_batch_sessions(rows: list[tuple[str, int]], watermark: int, lateness: 
     return spans
 
 
-def run_both(emit: plan.EmitSpec, lateness: int, history: list) -> None:
+def run_both(emit: plan.EmitSpec, lateness: int, history: list) -> list[set]:
+    """Both engines over ``history``; returns each micro-batch's panes (they are equal)."""
     trigger = ComparisonTrigger.of(emit)
     accumulating = emit.mode is ACC
     assert trigger is not None and never_finishes(emit.trigger) and merges_sessions(trigger, accumulating)
@@ -63,6 +64,7 @@ def run_both(emit: plan.EmitSpec, lateness: int, history: list) -> None:
     columnar = ColumnarPanes(trigger, lateness, accumulating)
     stored: list[tuple[str, int, int, int]] = []  # (key, start, end, micro-batch) of every stored session
     watermark, now = MIN_TIME, 0
+    panes_of: list[set] = []
     for batch, (advance, rows, clock) in enumerate(history):
         now += clock
         spans = micro_batch_sessions(rows, watermark, lateness)
@@ -82,6 +84,7 @@ def run_both(emit: plan.EmitSpec, lateness: int, history: list) -> None:
                              and 0 <= r.lo <= b <= batch)
             got.add((r.key, r.start, r.end, r.pane_index, r.pane_timing, bool(r.is_final), read))
         assert got == expected, f"micro-batch {batch} at watermark {watermark}, processing time {now}"
+        panes_of.append(got)
         assert gone == expired
         assert sorted(columnar.table.index) == sorted(scalar.windows)
         for later in (0, 1, 3):
@@ -90,6 +93,7 @@ def run_both(emit: plan.EmitSpec, lateness: int, history: list) -> None:
         assert columnar.earliest_timer() == min(events, default=None)
         assert columnar.earliest_processing_timer(now) == min(proc, default=None)
         watermark = MAX_TIME if advance is None else (advance if watermark == MIN_TIME else watermark + advance)
+    return panes_of
 
 
 KEYS = st.sampled_from(["a", "b"])
@@ -108,16 +112,38 @@ def test_merging_sessions_equals_pane_driver(case: tuple, lateness: int, history
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{n}-{m.value}" for n, m in CASES])
 def test_hand_made_history(case: tuple) -> None:
-    """Sessions that grow, bridge two open ones (one past its end-of-window firing), keep their bounds, and
-    merge after the watermark passed one of them."""
+    """Sessions that grow, bridge two open ones (one past its end-of-window firing, one before it: the merged
+    window is before it and numbers its panes from 0), and merge once the watermark passed both ends (the merged
+    window is past its end-of-window firing too); with the default trigger, the panes are the hand-worked ones."""
     name, mode = case
-    run_both(plan.EmitSpec(TRIGGERS[name][0].trigger, mode), 4, [
-        (0, [("a", 1), ("a", 2), ("b", 5)], 1),  # a [1, 5), b [5, 8)
-        (6, [("a", 9), ("b", 6)], 2),  # a [9, 12) opens beside [1, 5); b [6, 9) grows b to [5, 9)
-        (3, [("a", 6)], 1),  # W 6: a [6, 9) bridges [1, 5) (past its end) and [9, 12): a [1, 12)
-        (4, [("a", 12), ("b", 20)], 3),  # W 9: a grows to [1, 15) by touching; b [20, 23) apart
-        (None, [("b", 9)], 1),  # W 13: b [9, 12) touches [5, 9) (past its end)
-        (None, [], 1)])
+    run_both(plan.EmitSpec(TRIGGERS[name][0].trigger, mode), 10, HAND_MADE)
+
+
+# (watermark advance after the micro-batch, rows (key, ts), processing time advance); gap 3, lateness 10
+HAND_MADE = [
+    (0, [("a", 1), ("a", 2), ("b", 5)], 1),  # a [1, 5), b [5, 8); W -> 0
+    (6, [("a", 8), ("b", 6)], 2),  # a [8, 11) beside [1, 5); b [6, 9) grows b to [5, 9); W -> 6
+    (3, [("b", 7)], 1),  # W 6: a [1, 5) fires ON_TIME; b grows to [5, 10); W -> 9
+    (4, [("a", 5)], 3),  # W 9: a [5, 8) bridges [1, 5) (fired) and [8, 11) (not yet): a [1, 11); W -> 13
+    (1, [("a", 11)], 1),  # W 13: a grows to [1, 14) by touching; b [5, 10) fires ON_TIME; W -> 14
+    (None, [("b", 10)], 1),  # W 14: b [10, 13) touches [5, 10) (fired), W >= 13: b [5, 13) LATE; a [1, 14) ON_TIME
+    (None, [], 1),  # W +inf: both expire, with nothing pending
+]
+
+
+def test_hand_made_history_default_panes() -> None:
+    """HAND_MADE's panes with the default trigger (ON_TIME at the end, LATE at every late row), worked by hand:
+    (key, start, end, pane_index, timing, is_final, micro-batches read)."""
+    panes = run_both(plan.EmitSpec(), 10, HAND_MADE)
+    assert panes == [
+        set(), set(),
+        {("a", 1, 5, 0, "ON_TIME", False, frozenset({0}))},
+        set(),  # a [1, 11): new bounds, before its end (11 > 9): nothing fires
+        {("b", 5, 10, 0, "ON_TIME", False, frozenset({0, 1, 2}))},
+        {("a", 1, 14, 0, "ON_TIME", False, frozenset({0, 1, 3, 4})),
+         ("b", 5, 13, 0, "LATE", False, frozenset({0, 1, 2, 5}))},  # new bounds: index 0, but past the end
+        set(),
+    ]
 
 
 def test_which_triggers() -> None:
