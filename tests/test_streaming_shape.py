@@ -96,7 +96,7 @@ def keys_of(text: str) -> list[str]:
     streams = {"bids": plan_statement(dialect.parse_one(STREAM), None)}
     query = plan_statement(dialect.parse_one(text), lambda _query, _specs: tuple(Column(*c) for c in BIDS))
     spell_out_query(query.node, query.windows, {"bids": [name for name, _ in BIDS]})
-    return [k.sql() for k in analyse(query, streams).keys]
+    return [k.sql(dialect="sqlwin") for k in analyse(query, streams).keys]  # as the user writes them
 
 
 @pytest.mark.parametrize(("text", "keys"), [
